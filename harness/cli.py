@@ -1,0 +1,58 @@
+"""The ``xharness`` command.
+
+Each area of the harness owns its subcommands (``add_parsers`` in its ``commands`` module), so this
+file only wires them together and maps failures to the documented exit codes:
+0 success, 1 test/scenario failure, 2 usage or configuration error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+
+#: modules that contribute subcommands; each has ``add_parsers(subparsers)``
+_COMMAND_MODULES = (
+    "harness.scenarios.commands",  # list, repro
+    "harness.matrix.commands",  # run, cells
+    "harness.report.commands",  # report merge, report html
+    "harness.bench",  # bench
+)
+
+
+class UsageError(Exception):
+    """A mistake the user can fix (bad flag, unknown name, malformed file): exit 2."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="xharness", description="Regression-test and CI harness for distributed XLA runtimes"
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for name in _COMMAND_MODULES:
+        try:
+            module = importlib.import_module(name)
+        except ModuleNotFoundError as exc:
+            if exc.name == name:  # that area is not installed in this build
+                continue
+            raise
+        module.add_parsers(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.handler(args))
+    except UsageError as exc:
+        print(f"xharness: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
