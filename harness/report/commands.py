@@ -1,0 +1,111 @@
+"""``xharness report``: merge JUnit files, render the dashboard and the step summary.
+
+These run in CI's merge job on the artifacts of every matrix cell, and locally on any JUnit file.
+Unreadable input is a user error (exit 2) that names the file, and nothing is written then.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from harness.report.api import publish
+from harness.report.junit import ReportInputError, read_records
+from harness.report.merge import combine, merge_files
+from harness.report.records import TestRecord
+
+EXIT_OK, EXIT_USAGE = 0, 2
+
+
+def _usage(message: str) -> Exception:
+    # Imported late: harness.cli imports this module while building its parser.
+    from harness.cli import UsageError
+
+    return UsageError(message)
+
+
+def _merge(args: argparse.Namespace) -> int:
+    try:
+        report = merge_files(args.inputs, args.out)
+    except ReportInputError as exc:
+        raise _usage(str(exc)) from exc
+    flaky = sum(1 for suite in report for case in suite if case.is_flaky)
+    skipped = sum(suite.skipped or 0 for suite in report)
+    print(
+        f"{args.out}: {len(report)} suite(s), {report.tests} tests, {report.failures} failures, "
+        f"{report.errors} errors, {skipped} skipped, {flaky} flaky"
+    )
+    return EXIT_OK
+
+
+def _load(junit: Path) -> tuple[list[TestRecord], bytes]:
+    try:
+        records = combine(read_records(junit))
+        return records, junit.read_bytes()
+    except ReportInputError as exc:
+        raise _usage(str(exc)) from exc
+
+
+def _history_dir(args: argparse.Namespace) -> Path | None:
+    if args.no_history:
+        return None
+    return args.history if args.history is not None else args.out.parent / "history"
+
+
+def _html(args: argparse.Namespace) -> int:
+    records, data = _load(args.junit)
+    publish(records, data, args.out, None, _history_dir(args))
+    print(f"{args.out}: dashboard of {len(records)} test record(s)")
+    return EXIT_OK
+
+
+def _summary(args: argparse.Namespace) -> int:
+    records, data = _load(args.junit)
+    publish(records, data, None, args.out, None)
+    print(f"{args.out}: summary of {len(records)} test record(s)")
+    return EXIT_OK
+
+
+def add_parsers(subparsers: argparse._SubParsersAction) -> None:
+    report = subparsers.add_parser(
+        "report", help="merge JUnit files, render the dashboard and the step summary"
+    )
+    sub = report.add_subparsers(dest="report_command", metavar="ACTION", required=True)
+
+    merge = sub.add_parser(
+        "merge",
+        help="merge JUnit files into one report (one suite per cell, reruns deduplicated)",
+        description="Merge JUnit files or directories of them. The same test in several inputs "
+        "becomes one test case: the last input decides, earlier failures stay as flaky/rerun "
+        "elements. Exit 2, writing nothing, if any input is not readable JUnit XML.",
+    )
+    merge.add_argument("inputs", nargs="+", type=Path, metavar="IN", help="file or directory")
+    merge.add_argument("--out", type=Path, required=True, metavar="FILE")
+    merge.set_defaults(handler=_merge)
+
+    html = sub.add_parser(
+        "html",
+        help="render the self-contained HTML dashboard of a JUnit file",
+        description="Render a static page (no network, no scripts) with the heat map, failures, "
+        "durations and the trend over past runs; this run is added to the history first "
+        "(once per distinct report).",
+    )
+    html.add_argument("junit", type=Path, metavar="JUNIT")
+    html.add_argument("--out", type=Path, required=True, metavar="FILE")
+    html.add_argument(
+        "--history",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="run history for the trend (default: history/ next to --out)",
+    )
+    html.add_argument("--no-history", action="store_true", help="neither record nor show a trend")
+    html.set_defaults(handler=_html)
+
+    summary = sub.add_parser(
+        "summary",
+        help="render the Markdown step summary (under 1 MiB) of a JUnit file",
+    )
+    summary.add_argument("junit", type=Path, metavar="JUNIT")
+    summary.add_argument("--out", type=Path, required=True, metavar="FILE")
+    summary.set_defaults(handler=_summary)

@@ -1,0 +1,269 @@
+"""The HTML dashboard: one self-contained static page per run.
+
+It has to open from a CI artifact or a laptop's disk with no network, so everything is inline
+(CSS and SVG, no scripts at all) and a Content-Security-Policy forbids any fetch or script even if
+escaping were ever missed. Every string that came from a test (names, messages, stacks,
+properties) goes through :func:`html.escape`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from html import escape
+
+from harness.report.heatmap import (
+    EMPTY,
+    SEVERITY,
+    WORDS,
+    Grid,
+    Tally,
+    build_grid,
+    excerpt,
+    failing_attempt,
+    group_of,
+    problems,
+    repro_of,
+    stack_of,
+)
+from harness.report.history import RunPoint
+from harness.report.records import ERROR, FAILED, FLAKY, PASSED, SKIPPED, TestRecord
+
+#: a run this large still renders; the rest is in the JUnit file
+MAX_PROBLEMS_SHOWN = 300
+SLOWEST_SHOWN = 15
+
+COLORS = {
+    PASSED: "#2e7d32",
+    FLAKY: "#f9a825",
+    FAILED: "#c62828",
+    ERROR: "#6a1b9a",
+    SKIPPED: "#757575",
+    EMPTY: "#eeeeee",
+}
+_TEXT_ON = {FLAKY: "#000", EMPTY: "#555"}
+
+_CSS = """
+body{font:14px/1.4 system-ui,sans-serif;margin:24px;color:#222;background:#fff}
+h1{font-size:22px;margin:0 0 4px} h2{font-size:18px;margin:28px 0 8px;border-bottom:1px solid #ddd}
+table{border-collapse:collapse} th,td{border:1px solid #ccc;padding:4px 8px;text-align:left}
+th{background:#f5f5f5} td.num{text-align:right;font-variant-numeric:tabular-nums}
+table.heatmap td.hm{text-align:center;font-weight:600;min-width:84px}
+table.heatmap td.hm a{color:inherit}
+.badge{display:inline-block;padding:1px 8px;border-radius:10px;font-weight:600;font-size:12px}
+pre{background:#f7f7f7;border:1px solid #e0e0e0;padding:8px;overflow-x:auto;white-space:pre-wrap;
+word-break:break-word;max-height:480px}
+pre.repro{background:#eef5ff;border-color:#bcd}
+article.problem{border-left:4px solid #ccc;padding:4px 12px;margin:12px 0}
+.meta{color:#555} .note{background:#fff8e1;border:1px solid #f9a825;padding:8px}
+.totals span{margin-right:14px}
+"""
+
+
+def _style(outcome: str) -> str:
+    return f"background:{COLORS[outcome]};color:{_TEXT_ON.get(outcome, '#fff')}"
+
+
+def _badge(outcome: str) -> str:
+    word = WORDS.get(outcome, outcome)
+    return f'<span class="badge {outcome}" style="{_style(outcome)}">{escape(word)}</span>'
+
+
+def _seconds(value: float) -> str:
+    return f"{value:.2f} s" if value < 120 else f"{value / 60:.1f} min"
+
+
+def _totals(total: Tally) -> str:
+    spans = [f"<span><b>{total.total}</b> tests</span>"]
+    spans += [f"<span>{_badge(o)} {total.counts[o]}</span>" for o in SEVERITY]
+    spans.append(f"<span>time {_seconds(total.duration)}</span>")
+    return f'<p class="totals" id="totals">{"".join(spans)}</p>'
+
+
+def _heatmap(grid: Grid, anchors: dict[tuple[str, str], str]) -> str:
+    if not grid.cols:
+        return "<p>No test results.</p>"
+    head = "".join(f"<th>{escape(c)}</th>" for c in grid.cols)
+    rows = []
+    for row in grid.rows:
+        cells = []
+        for col in grid.cols:
+            tally = grid.at(row, col)
+            label = escape(tally.label)
+            anchor = anchors.get((row, col))
+            if anchor:
+                label = f'<a href="#{anchor}">{label}</a>'
+            title = escape(f"{row} on {col}: {tally.breakdown()}", quote=True)
+            cells.append(
+                f'<td class="hm {tally.status}" style="{_style(tally.status)}" '
+                f'title="{title}">{label}</td>'
+            )
+        rows.append(f"<tr><th>{escape(row)}</th>{''.join(cells)}</tr>")
+    totals = []
+    for col in grid.cols:
+        tally = grid.col_totals[col]
+        counts = "<br>".join(f"{tally.counts[o]} {o}" for o in SEVERITY if tally.counts[o])
+        totals.append(f'<td class="num">{counts}<br><i>{_seconds(tally.duration)}</i></td>')
+    return (
+        '<table class="heatmap" id="heatmap"><thead><tr><th>group \\ cell</th>'
+        f"{head}</tr></thead><tbody>{''.join(rows)}</tbody>"
+        f"<tfoot><tr><th>cell totals</th>{''.join(totals)}</tr></tfoot></table>"
+    )
+
+
+def _trend(history: Sequence[RunPoint]) -> str:
+    """Stacked bars of the classification counts per run, oldest left, as inline SVG."""
+    if not history:
+        return "<p>No earlier runs recorded yet.</p>"
+    width, height, pad = 820, 220, 30
+    peak = max(max(sum(p.counts.values()) for p in history), 1)
+    step = (width - 2 * pad) / len(history)
+    bar = max(step * 0.8, 1.0)
+    shapes = []
+    for i, point in enumerate(history):
+        x = pad + i * step
+        y = height - pad
+        for outcome in (PASSED, FLAKY, FAILED, ERROR, SKIPPED):
+            count = point.counts.get(outcome, 0)
+            if not count:
+                continue
+            h = (height - 2 * pad) * count / peak
+            y -= h
+            tip = escape(f"{point.timestamp}: {count} {outcome}", quote=True)
+            shapes.append(
+                f'<rect x="{x:.1f}" y="{y:.1f}" width="{bar:.1f}" height="{h:.1f}" '
+                f'fill="{COLORS[outcome]}"><title>{tip}</title></rect>'
+            )
+    axis = (
+        f'<line x1="{pad}" y1="{height - pad}" x2="{width - pad}" y2="{height - pad}" stroke="#999"/>'
+        f'<text x="{pad}" y="{pad - 8}" font-size="12">{peak} tests</text>'
+        f'<text x="{pad}" y="{height - 8}" font-size="12">{escape(history[0].timestamp)}</text>'
+        f'<text x="{width - pad}" y="{height - 8}" font-size="12" text-anchor="end">'
+        f"{escape(history[-1].timestamp)}</text>"
+    )
+    legend = " ".join(f"{_badge(o)}" for o in (PASSED, FLAKY, FAILED, ERROR, SKIPPED))
+    rows = "".join(
+        f"<tr><td>{escape(p.timestamp)}</td>"
+        + "".join(f'<td class="num">{p.counts.get(o, 0)}</td>' for o in (PASSED, FAILED, FLAKY))
+        + f'<td class="num">{p.counts.get(ERROR, 0)}</td><td class="num">{_seconds(p.duration)}</td></tr>'
+        for p in reversed(history)
+    )
+    return (
+        f'<svg id="trend" role="img" aria-label="pass, fail and flaky counts over the last '
+        f'{len(history)} runs" width="{width}" height="{height}" '
+        f'xmlns="http://www.w3.org/2000/svg">{axis}{"".join(shapes)}</svg>'
+        f"<p>{legend} (oldest run on the left, this run on the right)</p>"
+        "<details><summary>runs as a table</summary><table><tr><th>run</th><th>passed</th>"
+        f"<th>failed</th><th>flaky</th><th>error</th><th>time</th></tr>{rows}</table></details>"
+    )
+
+
+def _properties_table(record: TestRecord) -> str:
+    rows = "".join(
+        f"<tr><th>{escape(k)}</th><td><code>{escape(v)}</code></td></tr>"
+        for k, v in sorted(record.properties.items())
+    )
+    return f"<details><summary>properties</summary><table>{rows}</table></details>" if rows else ""
+
+
+def _problem(record: TestRecord, anchor: str) -> str:
+    attempt = failing_attempt(record)
+    kind = attempt.kind if attempt else ""
+    classification = record.classification
+    meta = [
+        f"group <b>{escape(group_of(record))}</b>",
+        f"{len(record.attempts)} attempt(s)",
+        _seconds(record.duration),
+    ]
+    if kind:
+        meta.append(f"kind <b>{escape(kind)}</b>")
+    if seed := record.properties.get("seed"):
+        meta.append(f"seed <code>{escape(seed)}</code>")
+    location = record.file + (f":{record.line}" if record.line is not None else "")
+    parts = [
+        f'<article class="problem {classification}" id="{anchor}" '
+        f'style="border-left-color:{COLORS[classification]}">',
+        f"<h3>{_badge(classification)} <code>{escape(record.nodeid)}</code> on "
+        f"<b>{escape(record.cell)}</b></h3>",
+        f'<p class="meta">{" · ".join(meta)}'
+        + (f" · <code>{escape(location)}</code>" if location else "")
+        + "</p>",
+    ]
+    if attempt is not None:
+        parts.append(f'<pre class="message">{escape(attempt.message or "(no message)")}</pre>')
+        stack = stack_of(attempt)
+        if stack:
+            parts.append(
+                "<details open><summary>stack (last lines)</summary>"
+                f'<pre class="stack">{escape(excerpt(stack))}</pre></details>'
+            )
+    if classification == FLAKY:
+        earlier = [a for a in record.attempts[:-1] if a.outcome in (FAILED, ERROR)]
+        items = "".join(f"<li>{escape(a.message or a.outcome)}</li>" for a in earlier)
+        parts.append(f"<p>Failed {len(earlier)} time(s) before passing:</p><ul>{items}</ul>")
+    parts.append(f'<p>Reproduce:</p><pre class="repro">{escape(repro_of(record))}</pre>')
+    parts.append(_properties_table(record))
+    parts.append("</article>")
+    return "".join(parts)
+
+
+def _slowest(records: Sequence[TestRecord]) -> str:
+    slow = sorted(records, key=lambda r: r.duration, reverse=True)[:SLOWEST_SHOWN]
+    if not slow:
+        return ""
+    rows = "".join(
+        f'<tr><td class="num">{_seconds(r.duration)}</td><td>{escape(r.cell)}</td>'
+        f"<td><code>{escape(r.nodeid)}</code></td><td>{_badge(r.classification)}</td></tr>"
+        for r in slow
+    )
+    return (
+        '<table id="durations"><tr><th>time</th><th>cell</th><th>test</th><th>result</th></tr>'
+        f"{rows}</table>"
+    )
+
+
+def render_dashboard(
+    records: Sequence[TestRecord],
+    history: Sequence[RunPoint] = (),
+    *,
+    title: str = "xharness results",
+    notes: Sequence[str] = (),
+    generated: datetime | None = None,
+) -> str:
+    """The whole page as a string (the caller writes it atomically)."""
+    grid = build_grid(records)
+    shown = problems(records)
+    anchors: dict[tuple[str, str], str] = {}
+    articles = []
+    for index, record in enumerate(shown[:MAX_PROBLEMS_SHOWN]):
+        anchor = f"problem-{index}"
+        anchors.setdefault((group_of(record), record.cell), anchor)
+        articles.append(_problem(record, anchor))
+    if len(shown) > MAX_PROBLEMS_SHOWN:
+        articles.append(
+            f'<p class="note">{len(shown) - MAX_PROBLEMS_SHOWN} more failed or flaky tests are '
+            "not shown here; the merged JUnit file has them all.</p>"
+        )
+    when = (generated or datetime.now(UTC)).isoformat(timespec="seconds")
+    note_html = "".join(f'<p class="note">{escape(n)}</p>' for n in notes)
+    failing = grid.total.counts[FAILED] + grid.total.counts[ERROR]
+    verdict = "failing" if failing else "passing"
+    return (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        '<meta http-equiv="Content-Security-Policy" content="default-src \'none\'; '
+        "style-src 'unsafe-inline'; img-src data:\">"
+        '<meta name="viewport" content="width=device-width,initial-scale=1">'
+        f"<title>{escape(title)}: {verdict}</title><style>{_CSS}</style></head><body>"
+        f'<h1>{escape(title)}</h1><p class="meta">generated {escape(when)} · '
+        f"{len(grid.cols)} cell(s) · {len(grid.rows)} group(s)</p>{note_html}"
+        f"{_totals(grid.total)}"
+        "<h2>Heat map: group x cell</h2>"
+        f"{_heatmap(grid, anchors)}"
+        "<h2>Trend</h2>"
+        f"{_trend(history)}"
+        f'<h2 id="problems">Failures and flaky tests ({len(shown)})</h2>'
+        f"{''.join(articles) or '<p>None.</p>'}"
+        "<h2>Slowest tests</h2>"
+        f"{_slowest(records)}"
+        "</body></html>\n"
+    )
