@@ -22,6 +22,7 @@ from harness.report.heatmap import (
     excerpt,
     failing_attempt,
     group_of,
+    message_of,
     problems,
     repro_of,
     stack_of,
@@ -190,7 +191,7 @@ def _problem(record: TestRecord, anchor: str) -> str:
         + "</p>",
     ]
     if attempt is not None:
-        parts.append(f'<pre class="message">{escape(attempt.message or "(no message)")}</pre>')
+        parts.append(f'<pre class="message">{escape(message_of(attempt))}</pre>')
         stack = stack_of(attempt)
         if stack:
             parts.append(
@@ -199,7 +200,7 @@ def _problem(record: TestRecord, anchor: str) -> str:
             )
     if classification == FLAKY:
         earlier = [a for a in record.attempts[:-1] if a.outcome in (FAILED, ERROR)]
-        items = "".join(f"<li>{escape(a.message or a.outcome)}</li>" for a in earlier)
+        items = "".join(f"<li>{escape(message_of(a))}</li>" for a in earlier)
         parts.append(f"<p>Failed {len(earlier)} time(s) before passing:</p><ul>{items}</ul>")
     parts.append(f'<p>Reproduce:</p><pre class="repro">{escape(repro_of(record))}</pre>')
     parts.append(_properties_table(record))

@@ -13,6 +13,7 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from harness.report.junit import attempt_message
 from harness.report.records import ERROR, FAILED, FLAKY, PASSED, SKIPPED, Attempt, TestRecord
 
 #: most severe first: a grid cell shows the worst classification among its tests
@@ -126,6 +127,11 @@ def repro_of(record: TestRecord) -> str:
     if repro:
         return repro
     return f"python -m pytest {shlex.quote(record.nodeid)}"
+
+
+def message_of(attempt: Attempt) -> str:
+    """The message as the JUnit file states it (a crash names its signal or exit code)."""
+    return attempt_message(attempt) or f"({attempt.kind or attempt.outcome}, no message)"
 
 
 def stack_of(attempt: Attempt) -> str:

@@ -20,6 +20,7 @@ from harness.report.heatmap import (
     build_grid,
     excerpt,
     failing_attempt,
+    message_of,
     problems,
     repro_of,
     stack_of,
@@ -98,7 +99,7 @@ def _problem_block(record: TestRecord) -> str:
         meta.append(f"seed {code(seed)}")
     body = [head, " · ".join(meta) + "\n\n"]
     if attempt is not None:
-        body.append(fenced(_clip(attempt.message or "(no message)", MESSAGE_CHARS)))
+        body.append(fenced(_clip(message_of(attempt), MESSAGE_CHARS)))
         stack = stack_of(attempt)
         if stack:
             body.append(

@@ -1,0 +1,167 @@
+"""The HTML dashboard, the run history and ``finish_run``."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from datetime import UTC, datetime, timedelta
+from html.parser import HTMLParser
+from pathlib import Path
+
+from conftest import SCRIPT, make_records
+
+from harness.cli import main
+from harness.report.api import finish_run
+from harness.report.dashboard import render_dashboard
+from harness.report.heatmap import build_grid, group_of
+from harness.report.history import load_history, record_run
+from harness.report.junit import write_cell_xml
+from harness.report.records import PASSED, Attempt, TestRecord
+
+
+class _Tags(HTMLParser):
+    """Every start tag with its attributes, as a browser's tokenizer would see them."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tags: list[tuple[str, dict[str, str | None]]] = []
+
+    def handle_starttag(self, tag, attrs) -> None:
+        self.tags.append((tag, dict(attrs)))
+
+
+def tags(page: str) -> list[tuple[str, dict[str, str | None]]]:
+    parser = _Tags()
+    parser.feed(page)
+    return parser.tags
+
+
+def test_hostile_test_output_is_inert(records) -> None:
+    page = render_dashboard(records)
+    parsed = tags(page)
+    assert not [t for t, _ in parsed if t in ("script", "img", "iframe", "object", "link")]
+    assert not [a for _, attrs in parsed for a in attrs if a.startswith("on")]
+    assert "&lt;script&gt;document.body.setAttribute" in page
+    assert SCRIPT not in page
+
+
+def test_page_is_self_contained(records) -> None:
+    page = render_dashboard(records)
+    assert not re.search(r"(src|href)\s*=\s*[\"']?(https?:|//)", page)
+    assert "@import" not in page and "url(" not in page
+    csp = next(a for t, a in tags(page) if t == "meta" and a.get("http-equiv"))
+    assert "default-src 'none'" in (csp["content"] or "")
+
+
+def test_heat_map_has_groups_cells_labels_and_colours() -> None:
+    records = make_records("cpu-4") + make_records("cpu-1")[:1]
+    page = render_dashboard(records)
+    grid = build_grid(records)
+    assert grid.cols == ["cpu-1", "cpu-4"]
+    assert "race-on-handles" in grid.rows and "suites.models.test_models" in grid.rows
+    assert grid.at("race-on-handles", "cpu-4").label == "ERROR 1/2"
+    assert grid.at("race-on-handles", "cpu-1").label == "pass 1/1"
+    assert grid.at("double-discovery", "cpu-4").label == "FLAKY 1/1"
+    assert grid.at("double-discovery", "cpu-1").label == "-"
+    cells = [a for t, a in tags(page) if t == "td" and "hm" in (a.get("class") or "")]
+    assert len(cells) == len(grid.rows) * len(grid.cols)
+    assert all("background:#" in (a.get("style") or "") for a in cells)
+    assert 'title="race-on-handles on cpu-4: 1 error, 1 passed"' in page
+    assert "cell totals" in page
+
+
+def test_failures_show_message_stack_repro_and_durations(records) -> None:
+    page = render_dashboard(records)
+    assert "killed by signal 11 (SIGSEGV)" in page
+    assert "Fatal Python error: Segmentation fault" in page
+    assert "xharness repro race-on-handles --inject --cell cpu-4 --seed 11" in page
+    assert "AssertionError: second" in page
+    assert "Failed 1 time(s) before passing" in page
+    assert 'id="durations"' in page and "60.00 s" in page
+    # failed and errored first, flaky after them
+    order = [page.index(f"::{n}</code>") for n in ("test_fails", "test_segfault", "test_flaky")]
+    assert order[2] > max(order[:2])
+
+
+def test_grouping_by_scenario_else_module() -> None:
+    with_scenario = TestRecord("a/b.py::t", "c", properties={"scenario": "lost-sharding"})
+    without = TestRecord("a/b.py::TestK::t", "c")
+    assert group_of(with_scenario) == "lost-sharding"
+    assert group_of(without) == "a.b"
+
+
+def _run(passed: int, failed: int) -> list[TestRecord]:
+    return [
+        TestRecord(
+            f"t.py::test_{i}", "cpu-1", attempts=[Attempt(PASSED if i < passed else "failed")]
+        )
+        for i in range(passed + failed)
+    ]
+
+
+def _digest(i: int) -> str:
+    return hashlib.sha256(str(i).encode()).hexdigest()
+
+
+def test_history_is_bounded_and_deduplicated(tmp_path: Path) -> None:
+    start = datetime(2025, 1, 1, tzinfo=UTC)
+    for i in range(7):
+        added = record_run(
+            tmp_path, _run(i, 1), _digest(i), max_runs=5, now=start + timedelta(hours=i)
+        )
+        assert added
+    assert not record_run(tmp_path, _run(6, 1), _digest(6), max_runs=5)  # same report again
+    points = load_history(tmp_path)
+    assert len(list(tmp_path.glob("*.json"))) == 5
+    assert [p.counts["passed"] for p in points] == [2, 3, 4, 5, 6]  # oldest two dropped
+    assert all(p.counts["failed"] == 1 for p in points)
+
+
+def test_history_skips_corrupt_entries(tmp_path: Path) -> None:
+    record_run(tmp_path, _run(1, 0), "a" * 64)
+    (tmp_path / "00000000T000000000000Z-broken.json").write_text("{not json")
+    assert [p.counts["passed"] for p in load_history(tmp_path)] == [1]
+
+
+def test_trend_draws_each_run(tmp_path: Path) -> None:
+    for i in range(3):
+        record_run(tmp_path, _run(i + 1, i), _digest(i), now=datetime(2025, 1, 1 + i, tzinfo=UTC))
+    page = render_dashboard(_run(3, 2), load_history(tmp_path))
+    svg = page[page.index('<svg id="trend"') : page.index("</svg>")]
+    assert svg.count("<rect") == 3 + 2  # passed bars for 3 runs, failed bars for 2
+    assert "2025-01-03T00:00:00+00:00: 2 failed" in svg
+
+
+def test_finish_run_writes_every_report(tmp_path: Path) -> None:
+    write_cell_xml("cpu-4", make_records("cpu-4"), tmp_path / "junit/cpu-4.xml")
+    write_cell_xml("cpu-1", make_records("cpu-1"), tmp_path / "junit/cpu-1.xml")
+    (tmp_path / "junit/cpu-8.xml").write_text("<half")  # a broken cell file
+    finish_run(tmp_path)
+    finish_run(tmp_path)  # the same results again: one history entry
+    page = (tmp_path / "index.html").read_text()
+    assert "cpu-8.xml: not well-formed XML" in page
+    assert 'id="heatmap"' in page
+    summary = (tmp_path / "summary.md").read_text()
+    assert "16** tests over 2 cell(s)" in summary
+    entries = list((tmp_path / "history").glob("*.json"))
+    assert len(entries) == 1
+    assert json.loads(entries[0].read_text())["counts"]["flaky"] == 2
+
+
+def test_finish_run_with_no_results(tmp_path: Path) -> None:
+    finish_run(tmp_path)
+    assert "No test results" in (tmp_path / "index.html").read_text()
+    assert (tmp_path / "junit.xml").read_text().count("<testsuite ") == 0
+
+
+def test_html_command(tmp_path: Path) -> None:
+    write_cell_xml("cpu-4", make_records("cpu-4"), tmp_path / "cpu-4.xml")
+    out = tmp_path / "site/index.html"
+    assert main(["report", "html", str(tmp_path / "cpu-4.xml"), "--out", str(out)]) == 0
+    assert "killed by signal 11" in out.read_text()
+    assert len(list((tmp_path / "site/history").glob("*.json"))) == 1
+    bad = tmp_path / "bad.xml"
+    bad.write_text("<x/>")
+    assert main(["report", "html", str(bad), "--out", str(tmp_path / "b.html")]) == 2
+    assert not (tmp_path / "b.html").exists()
