@@ -1,0 +1,353 @@
+"""Device data, the graph cache, compilation and asynchronous execution.
+
+Like PyTorch/XLA's ``XLAGraphExecutor``: a sync walks the pending IR of the tensors being
+synced, looks its program up in a cache (compiling with ``jax.jit`` on a miss, with the requested
+output shardings and donation), then hands the execution to one executor thread and returns at
+once. The outputs are *placeholder* device data, filled when the execution completes; reading one
+waits for it. ``wait_device_ops()`` waits for everything submitted so far.
+
+Lowering and compilation happen on the caller's thread so that a graph that cannot compile fails
+the ``mark_step`` that asked for it; only execution is asynchronous.
+"""
+
+from __future__ import annotations
+
+import atexit
+import ctypes
+import os
+import queue
+import threading
+import time
+import warnings
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import jax
+import numpy as np
+from jax.sharding import NamedSharding, PartitionSpec
+
+from harness.runtime import config, ir, topology
+from harness.runtime.errors import DonatedBufferError, PlaceholderAccessError
+
+# Donation is requested for every updated parameter; when XLA cannot reuse a buffer in place the
+# array is still deleted (the semantics tests rely on), so the advisory warning is only noise.
+warnings.filterwarnings("ignore", message="Some donated buffers were not usable")
+
+
+def crash_mode() -> str:
+    """``signal`` turns a placeholder read into a real SIGSEGV, as upstream crashed."""
+    return os.environ.get("HARNESS_CRASH_MODE", "raise")
+
+
+class DeviceData:
+    """A (possibly sharded) device buffer, or a placeholder for one still being computed."""
+
+    __slots__ = ("aval", "sharding", "key", "_array", "_ready", "_error", "__weakref__")
+
+    def __init__(self, aval: ir.Aval, sharding: Any, array: jax.Array | None = None) -> None:
+        self.aval = aval
+        self.sharding = sharding
+        self.key = (ir.IN, aval, sharding)  # compile-cache description of this input
+        self._array = array
+        self._error: BaseException | None = None
+        self._ready: threading.Event | None = None if array is not None else threading.Event()
+
+    @property
+    def is_placeholder(self) -> bool:
+        return self._ready is not None and not self._ready.is_set()
+
+    def fill(self, array: jax.Array) -> None:
+        self._array = array
+        assert self._ready is not None
+        self._ready.set()
+
+    def fail(self, error: BaseException) -> None:
+        self._error = error
+        assert self._ready is not None
+        self._ready.set()
+
+    def array(self) -> jax.Array:
+        """The buffer, waiting for its execution if it is still a placeholder."""
+        if self._ready is not None:
+            self._ready.wait()
+        if self._error is not None:
+            raise self._error
+        assert self._array is not None
+        if self._array.is_deleted():
+            raise DonatedBufferError(
+                f"buffer with shape {_shape_str(self.aval)} is deleted: it was donated to a later "
+                "execution while a tensor still referenced it"
+            )
+        return self._array
+
+    def handle(self) -> int:
+        """Opaque handle of shard 0, read *without* waiting, as ``PjRtShardedData::GetHandle``.
+
+        On a placeholder there is no shard yet: upstream dereferenced it anyway and crashed.
+        """
+        array = self._array
+        if array is None:
+            if crash_mode() == "signal":
+                ctypes.string_at(0)  # shards[0] of an unfilled placeholder: a null read, SIGSEGV
+            raise PlaceholderAccessError(
+                f"GetHandle() on placeholder device data (shape {_shape_str(self.aval)}): "
+                "its execution has not completed"
+            )
+        if array.is_deleted():
+            raise DonatedBufferError(f"buffer with shape {_shape_str(self.aval)} is deleted")
+        return int(array.addressable_shards[0].data.unsafe_buffer_pointer())
+
+
+def _shape_str(aval: ir.Aval) -> str:
+    return f"{aval.dtype.name}[{','.join(map(str, aval.shape))}]"
+
+
+# --------------------------------------------------------------------------- host transfers
+
+
+@dataclass
+class Metrics:
+    """Counters a test or benchmark can read (``xr.metrics()``)."""
+
+    compiles: int = 0
+    executions: int = 0
+    cache_hits: int = 0
+    transfers_to_device: int = 0
+
+
+metrics = Metrics()
+
+
+def replicated() -> NamedSharding:
+    """Every device holds the whole value: where unsharded tensors live (SPMD's single device)."""
+    topo = topology.discover()
+    return _replicated(topo.devices)
+
+
+_replicated_cache: dict[tuple, NamedSharding] = {}
+
+
+def _replicated(devices: tuple) -> NamedSharding:
+    sharding = _replicated_cache.get(devices)
+    if sharding is None:
+        mesh = jax.sharding.Mesh(np.array(devices, dtype=object), ("devices",))
+        sharding = _replicated_cache[devices] = NamedSharding(mesh, PartitionSpec())
+    return sharding
+
+
+def to_device(value: np.ndarray, sharding: Any = None) -> DeviceData:
+    """Host array -> device data with the given sharding (replicated by default)."""
+    sharding = sharding if sharding is not None else replicated()
+    host = np.asarray(value)
+    array = jax.make_array_from_callback(host.shape, sharding, lambda index: host[index])
+    metrics.transfers_to_device += 1
+    return DeviceData(ir.Aval(host.shape, host.dtype), sharding, array)
+
+
+def reshard(data: DeviceData, sharding: Any) -> DeviceData:
+    """The same value laid out with another sharding."""
+    array = jax.device_put(data.array(), sharding)
+    return DeviceData(data.aval, sharding, array)
+
+
+def to_host(data: DeviceData) -> np.ndarray:
+    array = data.array()
+    if array.is_fully_addressable:
+        return np.asarray(array)
+    from jax.experimental import multihost_utils
+
+    return np.asarray(multihost_utils.process_allgather(array, tiled=True))
+
+
+# --------------------------------------------------------------------------- graphs and the cache
+
+
+@dataclass
+class Graph:
+    """A pending graph ready to run: its program, its inputs and where its roots are."""
+
+    program: ir.Program
+    inputs: list[DeviceData]
+    root_positions: tuple[int, ...]  # program position of each requested root, in request order
+
+
+def build_graph(roots: Sequence[ir.Node]) -> Graph:
+    """Post-order walk of the roots' IR into a hashable program (inputs deduplicated)."""
+    position: dict[int, int] = {}
+    program: list[tuple] = []
+    inputs: list[DeviceData] = []
+    input_index: dict[int, int] = {}
+    keep_alive: list[ir.Node] = []  # ids stay unique only while the nodes live
+    for root in roots:
+        stack: list[tuple[ir.Node, bool]] = [(root, False)]
+        while stack:
+            node, expanded = stack.pop()
+            nid = id(node)
+            if nid in position:
+                continue
+            data = node.data
+            if data is not None:
+                k = input_index.get(id(data))
+                if k is None:
+                    k = input_index[id(data)] = len(inputs)
+                    inputs.append(data)
+                position[nid] = len(program)
+                program.append((ir.IN, k, data.key))
+                keep_alive.append(node)
+            elif expanded:
+                position[nid] = len(program)
+                program.append(
+                    (node.op, node.attrs, tuple(position[id(o)] for o in node.operands), node.sharding)
+                )
+                keep_alive.append(node)
+            else:
+                stack.append((node, True))
+                for operand in reversed(node.operands):
+                    if id(operand) not in position:
+                        stack.append((operand, False))
+    return Graph(tuple(program), inputs, tuple(position[id(r)] for r in roots))
+
+
+@dataclass
+class Executable:
+    compiled: Any
+    output_shardings: tuple
+
+
+_cache: dict[tuple, Executable] = {}
+_cache_lock = threading.Lock()
+
+
+def _compile(graph: Graph, roots: tuple[int, ...], out_shardings: tuple, donate: tuple[int, ...]) -> Executable:
+    key = (graph.program, roots, out_shardings, donate)
+    with _cache_lock:
+        hit = _cache.get(key)
+    if hit is not None:
+        metrics.cache_hits += 1
+        return hit
+    fn = ir.lower(graph.program, roots)
+    jitted = jax.jit(fn, out_shardings=out_shardings, donate_argnums=donate)
+    structs = [jax.ShapeDtypeStruct(d.aval.shape, d.aval.dtype, sharding=d.sharding) for d in graph.inputs]
+    compiled = jitted.lower(*structs).compile()
+    exe = Executable(compiled, tuple(compiled.output_shardings))
+    with _cache_lock:
+        _cache[key] = exe
+    metrics.compiles += 1
+    return exe
+
+
+def compile_count() -> int:
+    return metrics.compiles
+
+
+def clear_cache() -> None:
+    with _cache_lock:
+        _cache.clear()
+
+
+# --------------------------------------------------------------------------- asynchronous execution
+
+
+class _Worker:
+    """One executor thread: executions run in submission order, like a device stream."""
+
+    def __init__(self) -> None:
+        self._queue: queue.SimpleQueue = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._last: threading.Event | None = None
+        self._thread: threading.Thread | None = None
+
+    def submit(self, job: Any) -> threading.Event:
+        done = threading.Event()
+        with self._lock:
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._loop, name="harness-executor", daemon=True)
+                self._thread.start()
+            self._last = done
+            self._queue.put((job, done))
+        return done
+
+    def _loop(self) -> None:
+        while True:
+            job, done = self._queue.get()
+            if job is None:  # shutdown
+                done.set()
+                return
+            try:
+                job()
+            finally:
+                done.set()
+
+    def shutdown(self) -> None:
+        """Drain and stop the thread before the interpreter tears JAX down under it."""
+        with self._lock:
+            thread = self._thread
+            if thread is None or not thread.is_alive():
+                return
+            done = threading.Event()
+            self._queue.put((None, done))
+        done.wait(timeout=30)
+        thread.join(timeout=30)
+
+    def wait_all(self) -> None:
+        with self._lock:
+            last = self._last
+        if last is not None:
+            last.wait()
+
+
+_worker = _Worker()
+atexit.register(_worker.shutdown)
+
+
+def execute(
+    roots: Sequence[ir.Node],
+    out_shardings: Sequence[Any],
+    donate: Iterable[DeviceData] = (),
+    wait: bool = False,
+) -> list[DeviceData]:
+    """Compile (or fetch) and launch the graph of ``roots``; returns one placeholder per root."""
+    graph = build_graph(roots)
+    # distinct roots only: the same value requested twice is computed and returned once
+    unique: list[int] = []
+    where: list[int] = []
+    for pos in graph.root_positions:
+        if pos not in unique:
+            unique.append(pos)
+        where.append(unique.index(pos))
+    shardings: list[Any] = [None] * len(unique)
+    for slot, sharding in zip(where, out_shardings, strict=True):
+        if sharding is not None:
+            shardings[slot] = sharding
+    donate_ids = {id(d) for d in donate}
+    donate_idx = tuple(i for i, d in enumerate(graph.inputs) if id(d) in donate_ids)
+    exe = _compile(graph, tuple(unique), tuple(shardings), donate_idx)
+    aval_of = {pos: root.aval for root, pos in zip(roots, graph.root_positions, strict=True)}
+    outputs = [DeviceData(aval_of[pos], exe.output_shardings[i]) for i, pos in enumerate(unique)]
+    inputs = graph.inputs
+    delay = config.options.execution_delay
+
+    def run() -> None:
+        try:
+            args = [d.array() for d in inputs]
+            if delay:
+                time.sleep(delay)
+            results = exe.compiled(*args)
+            for out, result in zip(outputs, results, strict=True):
+                out.fill(result)
+        except BaseException as exc:  # every output carries the failure to whoever reads it
+            for out in outputs:
+                if out.is_placeholder:
+                    out.fail(exc)
+
+    metrics.executions += 1
+    done = _worker.submit(run)
+    if wait:
+        done.wait()
+    return [outputs[slot] for slot in where]
+
+
+def wait_device_ops() -> None:
+    """Wait for every execution submitted so far."""
+    _worker.wait_all()

@@ -1,0 +1,73 @@
+"""Fault switches: each re-creates one upstream bug inside the real code path.
+
+A switch is off by default. ``inject(name)`` turns it on for a ``with`` block (nesting and threads
+are fine: the state is a counter per switch); ``HARNESS_FAULTS=a,b`` turns switches on for the
+whole process, which is how a matrix cell or a subprocess repro gets them. The code that carries a
+fix asks ``active(name)`` at the exact point where the upstream code went wrong, so the injected
+run follows the buggy mechanism rather than raising a canned error.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+RACE_ON_HANDLES = "race-on-handles"
+DOUBLE_DISCOVERY = "double-discovery"
+UNHASHABLE_SPEC = "unhashable-spec"
+LOST_SHARDING = "lost-sharding"
+ALIASED_SAVE = "aliased-save"
+
+#: every switch, with the upstream fix it undoes
+SWITCHES: dict[str, str] = {
+    RACE_ON_HANDLES: "wait for pending device ops before collecting device-data handles",
+    DOUBLE_DISCOVERY: "the skip-discovery guard restores the previous value (re-entrant)",
+    UNHASHABLE_SPEC: "partition specs are normalized to tuples, including for 0-d tensors",
+    LOST_SHARDING: "shardings survive .to(device) and sit on the custom-sharding node",
+    ALIASED_SAVE: "save syncs functional aliases first and never donates buffers",
+}
+
+_lock = threading.Lock()
+_counts: dict[str, int] = {}
+
+
+def _from_env() -> frozenset[str]:
+    raw = os.environ.get("HARNESS_FAULTS", "")
+    names = frozenset(n.strip() for n in raw.split(",") if n.strip())
+    unknown = names - SWITCHES.keys()
+    if unknown:
+        raise ValueError(
+            f"HARNESS_FAULTS names unknown fault switch(es) {sorted(unknown)}; "
+            f"known: {sorted(SWITCHES)}"
+        )
+    return names
+
+
+def _check(name: str) -> None:
+    if name not in SWITCHES:
+        raise ValueError(f"unknown fault switch {name!r}; known: {sorted(SWITCHES)}")
+
+
+def active(name: str) -> bool:
+    """Whether the named bug is switched on right now."""
+    return _counts.get(name, 0) > 0 or name in _from_env()
+
+
+def enabled() -> frozenset[str]:
+    """Every switch that is on."""
+    return frozenset(n for n in SWITCHES if active(n))
+
+
+@contextmanager
+def inject(name: str) -> Iterator[None]:
+    """Turn one fault switch on for the duration of the block."""
+    _check(name)
+    with _lock:
+        _counts[name] = _counts.get(name, 0) + 1
+    try:
+        yield
+    finally:
+        with _lock:
+            _counts[name] -= 1

@@ -1,0 +1,80 @@
+"""The kernel-lowering path: custom kernels traced by JAX inside a skip-discovery guard.
+
+PyTorch/XLA lowers Pallas kernels (flash attention) by calling into JAX, which starts JAX's own
+backend; on multi-slice that backend would run slice discovery a second time, so the lowering runs
+inside ``jax_env_context``, which sets the skip flag. The helpers are decorated with
+``requires_kernel_backend`` and nest (tracing converts shapes, which converts dtypes), so the guard
+must restore the previous value on exit. Upstream's refactor popped the flag instead (PR #8654,
+regression #8812, fixed by #8819): the inner exit removed it before the outer lowering started the
+backend. The ``double-discovery`` switch re-creates that.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any, TypeVar
+
+import jax
+import numpy as np
+
+from harness.runtime import faults, ir, topology
+from harness.runtime.tensor import Tensor
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+@contextmanager
+def jax_env_context() -> Iterator[None]:
+    flag = topology.SKIP_DISCOVERY_FLAG
+    previous = os.environ.get(flag)
+    os.environ[flag] = "true"
+    try:
+        yield
+    finally:
+        if previous is None or faults.active(faults.DOUBLE_DISCOVERY):
+            os.environ.pop(flag, None)
+        else:
+            os.environ[flag] = previous
+
+
+def requires_kernel_backend(fn: F) -> F:
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        with jax_env_context():
+            return fn(*args, **kwargs)
+
+    return wrapper  # type: ignore[return-value]
+
+
+@requires_kernel_backend
+def to_jax_dtype(dtype: np.dtype) -> Any:
+    return jax.numpy.dtype(dtype)
+
+
+@requires_kernel_backend
+def to_jax_shape_dtype(t: Tensor) -> jax.ShapeDtypeStruct:
+    return jax.ShapeDtypeStruct(t.shape, to_jax_dtype(t.dtype))
+
+
+@requires_kernel_backend
+def trace_kernel(kernel: Callable[..., Any], *inputs: Tensor) -> Tensor:
+    """Lower ``kernel`` with JAX for these inputs and record it as one IR node."""
+    structs = [to_jax_shape_dtype(t) for t in inputs]
+    topology.start_secondary_backend()
+    jax.jit(kernel).trace(*structs).lower()  # the lowering the custom call would embed
+    node = ir.Node("kernel", tuple(t._operand() for t in inputs), (kernel,))
+    return Tensor._from_node(node, any(t.requires_grad for t in inputs))
+
+
+def attention_kernel(q: Any, k: Any, v: Any) -> Any:
+    """Scaled dot-product attention over (batch, heads, seq, head_dim)."""
+    scale = 1.0 / np.sqrt(q.shape[-1]).astype(np.float32)
+    scores = jax.numpy.einsum("bhqd,bhkd->bhqk", q, k) * scale
+    return jax.numpy.einsum("bhqk,bhkd->bhqd", jax.nn.softmax(scores, axis=-1), v)
+
+
+def flash_attention(q: Tensor, k: Tensor, v: Tensor) -> Tensor:
+    return trace_kernel(attention_kernel, q, k, v)

@@ -1,0 +1,77 @@
+"""Optimizers whose updates are in-place ops on parameters, recorded into the step's graph.
+
+Every per-step quantity (Adam's step count and bias corrections included) lives on the device, so
+the recorded graph is the same every step and the steady state compiles nothing new.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import numpy as np
+
+from harness.runtime.tensor import Tensor, tensor, zeros
+
+
+class Optimizer:
+    def __init__(self, params: Iterable[Tensor], lr: float) -> None:
+        self.params = list(params)
+        if not self.params:
+            raise ValueError("optimizer got an empty parameter list")
+        if lr <= 0:
+            raise ValueError(f"learning rate must be positive, got {lr}")
+        self.lr = lr
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        for p in self.params:
+            if set_to_none:
+                p.grad = None
+            elif p.grad is not None:
+                p.grad.zero_()
+
+    def step(self) -> None:
+        raise NotImplementedError
+
+
+class SGD(Optimizer):
+    def __init__(self, params: Iterable[Tensor], lr: float, momentum: float = 0.0, weight_decay: float = 0.0) -> None:
+        super().__init__(params, lr)
+        self.momentum, self.weight_decay = momentum, weight_decay
+        self._buffers: dict[int, Tensor] = {}
+
+    def step(self) -> None:
+        for p in self.params:
+            if p.grad is None:
+                continue
+            g = p.grad + p.detach() * self.weight_decay if self.weight_decay else p.grad
+            if self.momentum:
+                buf = self._buffers.get(id(p))
+                if buf is None:
+                    buf = self._buffers[id(p)] = zeros(p.shape)
+                buf.mul_(self.momentum).add_(g)
+                g = buf
+            p.sub_(g * self.lr)
+
+
+class Adam(Optimizer):
+    def __init__(
+        self, params: Iterable[Tensor], lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8
+    ) -> None:
+        super().__init__(params, lr)
+        self.b1, self.b2 = betas
+        self.eps = eps
+        self._m = [zeros(p.shape) for p in self.params]
+        self._v = [zeros(p.shape) for p in self.params]
+        self._t = tensor(np.zeros((), np.float32))
+
+    def step(self) -> None:
+        self._t.add_(1.0)
+        c1 = 1.0 - self.b1**self._t
+        c2 = 1.0 - self.b2**self._t
+        for p, m, v in zip(self.params, self._m, self._v, strict=True):
+            if p.grad is None:
+                continue
+            g = p.grad
+            m.mul_(self.b1).add_(g * (1.0 - self.b1))
+            v.mul_(self.b2).add_(g * g * (1.0 - self.b2))
+            p.sub_((m / c1) * self.lr / ((v / c2).sqrt() + self.eps))

@@ -1,0 +1,85 @@
+"""Step boundaries and partial syncs: where pending IR becomes device data.
+
+``mark_step`` syncs every live pending tensor in one execution and donates the buffers that
+in-place updates replaced (``param_aliasing``), as PyTorch/XLA's step marker does. ``sync`` syncs
+a chosen set (``.numpy()``, ``save``) and, unless told otherwise, donates nothing: a partial sync
+cannot know which pending graphs still read the old buffers (upstream issue #8422).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from harness.runtime import config, executor, ir
+from harness.runtime.tensor import Storage, Tensor, _live, _live_lock, live_storages
+
+
+def _pending(storages: Iterable[Storage]) -> list[Storage]:
+    seen: set[int] = set()
+    out = []
+    for s in storages:
+        if s.pending and id(s) not in seen:
+            seen.add(id(s))
+            out.append(s)
+    return out
+
+
+def sync(tensors: Iterable[Tensor] | None = None, *, wait: bool = False, donate: bool | None = None) -> None:
+    """Execute the pending values of ``tensors`` (all live tensors when None)."""
+    live = live_storages()
+    storages = _pending(live if tensors is None else (t._storage for t in tensors))
+    if not storages:
+        if wait:
+            executor.wait_device_ops()
+        return
+    if donate is None:
+        donate = config.options.param_aliasing
+    candidates: list[executor.DeviceData] = []
+    if donate:
+        held = {id(s.node.data) for s in live if not s.pending}
+        candidates = [s.base_data for s in storages if s.base_data is not None and id(s.base_data) not in held]
+    outputs = executor.execute([s.node for s in storages], [s.sharding for s in storages], candidates, wait)
+    for storage, data in zip(storages, outputs, strict=True):
+        storage.materialize(data)
+
+
+def mark_step(wait: bool = False) -> None:
+    """End the step: run everything pending as one graph."""
+    sync(None, wait=wait)
+
+
+def wait_device_ops() -> None:
+    executor.wait_device_ops()
+
+
+def device_data(tensors: Iterable[Tensor]) -> list[executor.DeviceData]:
+    """The device-data leaves of the tensors' graphs, deduplicated by buffer handle.
+
+    PyTorch/XLA's ``_get_tensors_xla_device_data_node``: it asks every leaf for its handle, which
+    reads shard 0 of the buffer, so every execution producing those leaves must have completed.
+    """
+    seen_nodes: set[int] = set()
+    by_handle: dict[int, executor.DeviceData] = {}
+    stack: list[ir.Node] = [t.node for t in tensors]
+    while stack:
+        node = stack.pop()
+        if id(node) in seen_nodes:
+            continue
+        seen_nodes.add(id(node))
+        if node.data is not None:
+            by_handle.setdefault(node.data.handle(), node.data)
+        stack.extend(node.operands)
+    return list(by_handle.values())
+
+
+def forget_pending() -> int:
+    """Stop tracking every pending value, so that a graph that failed (a reproduced bug) does not
+    fail every later ``mark_step`` of the process. Returns how many were dropped; reading one of
+    them later still syncs it on its own."""
+    dropped = 0
+    with _live_lock:
+        for storage in list(_live):
+            if storage.pending:
+                _live.discard(storage)
+                dropped += 1
+    return dropped

@@ -1,0 +1,408 @@
+"""Lazy tensors: mutable handles over a functional IR.
+
+A ``Tensor`` is a view chain over a ``Storage``; arithmetic records IR nodes and returns new
+tensors at once, in-place ops rewrite the storage (see ``functional``), and nothing runs until a
+step boundary (``mark_step``) or a read (``numpy()``). Every storage is tracked weakly so
+``mark_step`` can find all pending values, as PyTorch/XLA's device context does.
+"""
+
+from __future__ import annotations
+
+import numbers
+import threading
+import weakref
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import numpy as np
+
+from harness.runtime import executor, functional, ir
+
+_live: weakref.WeakSet[Storage] = weakref.WeakSet()
+_live_lock = threading.Lock()
+
+
+def live_storages() -> list[Storage]:
+    with _live_lock:
+        return list(_live)
+
+
+class Storage:
+    """The base value shared by a tensor and all its aliases."""
+
+    __slots__ = ("node", "version", "sharding", "base_data", "requires_grad", "owner", "__weakref__")
+
+    def __init__(self, node: ir.Node) -> None:
+        self.node = node
+        self.version = 0
+        self.sharding: Any = None  # requested output sharding (mark_sharding)
+        self.base_data: executor.DeviceData | None = None  # last materialized value, a donation candidate
+        self.requires_grad = False
+        self.owner: weakref.ReferenceType[Tensor] | None = None
+        with _live_lock:
+            _live.add(self)
+
+    @property
+    def pending(self) -> bool:
+        return self.node.data is None
+
+    def assign(self, node: ir.Node) -> None:
+        """A new (pending) value, after an in-place op on any alias."""
+        if self.node.data is not None and node.data is None:
+            self.base_data = self.node.data
+        if self.requires_grad and node.data is None:
+            node = ir.Node("identity", (node,))
+            node.leaf = self
+        self.node = node
+        self.version += 1
+
+    def materialize(self, data: executor.DeviceData) -> None:
+        """The pending value was executed: the storage now holds device data."""
+        node = ir.Node("data", aval=data.aval, data=data)
+        if self.requires_grad:
+            node.leaf = self
+        self.node = node
+        self.base_data = None
+        self.version += 1
+
+
+class Tensor:
+    """A lazy tensor (see module docstring). Create with ``harness.runtime.tensor(data)``."""
+
+    __slots__ = ("_storage", "_views", "_node", "_version", "requires_grad", "grad", "_detached", "__weakref__")
+
+    def __init__(self, storage: Storage, views: tuple = (), requires_grad: bool = False, detached: bool = False) -> None:
+        self._storage = storage
+        self._views = views
+        self._node = storage.node if not views else functional.read(storage.node, views)
+        self._version = storage.version
+        self.requires_grad = requires_grad
+        self.grad: Tensor | None = None
+        self._detached = detached
+
+    # ------------------------------------------------------------------ construction helpers
+
+    @staticmethod
+    def _from_node(node: ir.Node, requires_grad: bool = False) -> Tensor:
+        return Tensor(Storage(node), requires_grad=requires_grad)
+
+    def _alias(self, step: functional.ViewStep, detached: bool | None = None) -> Tensor:
+        return Tensor(
+            self._storage,
+            self._views + (step,),
+            requires_grad=self.requires_grad and not detached,
+            detached=self._detached if detached is None else detached,
+        )
+
+    # ------------------------------------------------------------------ values
+
+    @property
+    def node(self) -> ir.Node:
+        """This alias' current value, regenerated from the storage when it changed."""
+        st = self._storage
+        if self._version != st.version:
+            self._node = functional.read(st.node, self._views)
+            self._version = st.version
+        return self._node
+
+    def _operand(self) -> ir.Node:
+        node = self.node
+        return ir.Node("stop_gradient", (node,)) if self._detached else node
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.node.shape
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self.node.dtype
+
+    @property
+    def ndim(self) -> int:
+        return len(self.node.shape)
+
+    def size(self, dim: int | None = None) -> Any:
+        return self.shape if dim is None else self.shape[dim]
+
+    def numel(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64))
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+    @property
+    def is_leaf(self) -> bool:
+        return not self.requires_grad or self._storage.requires_grad and not self._views
+
+    def numpy(self) -> np.ndarray:
+        """The value on the host: syncs this tensor's storage if it is pending."""
+        from harness.runtime import step
+
+        st = self._storage
+        if st.pending:
+            step.sync([self], wait=True, donate=False)
+        host = executor.to_host(st.node.data)
+        return np.array(functional.host_view(host, self._views))
+
+    def item(self) -> Any:
+        return self.numpy().item()
+
+    def tolist(self) -> Any:
+        return self.numpy().tolist()
+
+    def __float__(self) -> float:
+        return float(self.item())
+
+    def __bool__(self) -> bool:
+        return bool(self.item())
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        value = self.numpy()
+        return value.astype(dtype) if dtype is not None else value
+
+    def __repr__(self) -> str:
+        return f"Tensor(shape={self.shape}, dtype={self.dtype.name})"
+
+    # ------------------------------------------------------------------ op recording
+
+    def _lift(self, other: Any) -> ir.Node:
+        if isinstance(other, Tensor):
+            return other._operand()
+        if isinstance(other, bool | numbers.Number | np.generic):
+            dtype = self.dtype
+            if isinstance(other, float | np.floating) and not np.issubdtype(dtype, np.floating):
+                dtype = np.dtype(np.float32)
+            return ir.Node("const", attrs=(other.item() if isinstance(other, np.generic) else other, dtype))
+        return tensor(other)._operand()
+
+    def _unary(self, op: str, attrs: tuple = ()) -> Tensor:
+        return Tensor._from_node(ir.Node(op, (self._operand(),), attrs), self.requires_grad)
+
+    def _binary(self, op: str, other: Any, reverse: bool = False) -> Tensor:
+        a, b = self._operand(), self._lift(other)
+        if reverse:
+            a, b = b, a
+        grad = self.requires_grad or (isinstance(other, Tensor) and other.requires_grad)
+        return Tensor._from_node(ir.Node(op, (a, b)), grad)
+
+    def __add__(self, o: Any) -> Tensor: return self._binary("add", o)
+    def __radd__(self, o: Any) -> Tensor: return self._binary("add", o, True)
+    def __sub__(self, o: Any) -> Tensor: return self._binary("sub", o)
+    def __rsub__(self, o: Any) -> Tensor: return self._binary("sub", o, True)
+    def __mul__(self, o: Any) -> Tensor: return self._binary("mul", o)
+    def __rmul__(self, o: Any) -> Tensor: return self._binary("mul", o, True)
+    def __truediv__(self, o: Any) -> Tensor: return self._binary("div", o)
+    def __rtruediv__(self, o: Any) -> Tensor: return self._binary("div", o, True)
+    def __pow__(self, o: Any) -> Tensor: return self._binary("pow", o)
+    def __rpow__(self, o: Any) -> Tensor: return self._binary("pow", o, True)
+    def __matmul__(self, o: Any) -> Tensor: return self._binary("matmul", o)
+    def __rmatmul__(self, o: Any) -> Tensor: return self._binary("matmul", o, True)
+    def __eq__(self, o: Any) -> Tensor: return self._binary("eq", o)  # type: ignore[override]
+    def __ne__(self, o: Any) -> Tensor: return self._binary("ne", o)  # type: ignore[override]
+    def __lt__(self, o: Any) -> Tensor: return self._binary("lt", o)
+    def __le__(self, o: Any) -> Tensor: return self._binary("le", o)
+    def __gt__(self, o: Any) -> Tensor: return self._binary("gt", o)
+    def __ge__(self, o: Any) -> Tensor: return self._binary("ge", o)
+    def __neg__(self) -> Tensor: return self._unary("neg")
+
+    __hash__ = object.__hash__
+
+    def maximum(self, o: Any) -> Tensor: return self._binary("maximum", o)
+    def minimum(self, o: Any) -> Tensor: return self._binary("minimum", o)
+    def exp(self) -> Tensor: return self._unary("exp")
+    def log(self) -> Tensor: return self._unary("log")
+    def sqrt(self) -> Tensor: return self._unary("sqrt")
+    def rsqrt(self) -> Tensor: return self._unary("rsqrt")
+    def tanh(self) -> Tensor: return self._unary("tanh")
+    def abs(self) -> Tensor: return self._unary("abs")
+    def sigmoid(self) -> Tensor: return self._unary("sigmoid")
+    def relu(self) -> Tensor: return self._unary("relu")
+    def gelu(self) -> Tensor: return self._unary("gelu")
+
+    def softmax(self, dim: int = -1) -> Tensor:
+        return self._unary("softmax", (dim,))
+
+    def log_softmax(self, dim: int = -1) -> Tensor:
+        return self._unary("log_softmax", (dim,))
+
+    def _reduce(self, op: str, dim: int | Sequence[int] | None, keepdim: bool) -> Tensor:
+        axes = None if dim is None else (tuple(dim) if isinstance(dim, Sequence) else (dim,))
+        return self._unary(op, (axes, keepdim))
+
+    def sum(self, dim: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
+        return self._reduce("sum", dim, keepdim)
+
+    def mean(self, dim: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
+        return self._reduce("mean", dim, keepdim)
+
+    def max(self, dim: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
+        return self._reduce("max", dim, keepdim)
+
+    def min(self, dim: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
+        return self._reduce("min", dim, keepdim)
+
+    def argmax(self, dim: int = -1) -> Tensor:
+        return Tensor._from_node(ir.Node("argmax", (self._operand(),), (dim,)))
+
+    def float(self) -> Tensor:
+        return self.to(dtype=np.float32)
+
+    def astype(self, dtype: Any) -> Tensor:
+        return self._unary("astype", (np.dtype(dtype),))
+
+    def broadcast_to(self, shape: Sequence[int]) -> Tensor:
+        return self._unary("broadcast_to", (tuple(shape),))
+
+    def expand(self, *shape: int) -> Tensor:
+        return self.broadcast_to(shape[0] if len(shape) == 1 and isinstance(shape[0], tuple | list) else shape)
+
+    # ------------------------------------------------------------------ views (aliases)
+
+    def detach(self) -> Tensor:
+        """An alias sharing storage, cut from autograd."""
+        return self._alias(("alias", ()), detached=True)
+
+    def view(self, *shape: Any) -> Tensor:
+        if len(shape) == 1 and isinstance(shape[0], tuple | list):
+            shape = tuple(shape[0])
+        return self._alias(("reshape", (_resolve_shape(self.shape, shape),)))
+
+    reshape = view
+
+    def flatten(self, start_dim: int = 0) -> Tensor:
+        s = self.shape
+        return self.view(*s[:start_dim], int(np.prod(s[start_dim:], dtype=np.int64)))
+
+    def unsqueeze(self, dim: int) -> Tensor:
+        s = list(self.shape)
+        s.insert(dim if dim >= 0 else len(s) + dim + 1, 1)
+        return self.view(*s)
+
+    def permute(self, *dims: int) -> Tensor:
+        if len(dims) == 1 and isinstance(dims[0], tuple | list):
+            dims = tuple(dims[0])
+        return self._alias(("transpose", (tuple(d % self.ndim for d in dims),)))
+
+    def transpose(self, dim0: int, dim1: int) -> Tensor:
+        perm = list(range(self.ndim))
+        perm[dim0], perm[dim1] = perm[dim1], perm[dim0]
+        return self.permute(*perm)
+
+    @property
+    def T(self) -> Tensor:  # noqa: N802 - the conventional name
+        return self.permute(*reversed(range(self.ndim)))
+
+    def t(self) -> Tensor:
+        return self.T
+
+    def __getitem__(self, index: Any) -> Tensor:
+        return self._alias(("getitem", ir.encode_index(index)))
+
+    def __setitem__(self, index: Any, value: Any) -> None:
+        self[index].copy_(value)
+
+    # ------------------------------------------------------------------ in-place ops
+
+    def _write(self, node: ir.Node) -> Tensor:
+        """Replace this alias' value with ``node`` (same shape), through the view chain."""
+        if node.shape != self.shape:
+            node = ir.Node("broadcast_to", (node,), (self.shape,))
+        if node.dtype != self.dtype:
+            node = ir.Node("astype", (node,), (self.dtype,))
+        st = self._storage
+        st.assign(functional.update(st.node, self._views, node))
+        self._node = node if self._views else st.node
+        self._version = st.version
+        return self
+
+    def add_(self, o: Any, alpha: float = 1.0) -> Tensor:
+        other = self._lift(o) if alpha == 1.0 else ir.Node("mul", (self._lift(o), self._lift(alpha)))
+        return self._write(ir.Node("add", (self.node, other)))
+
+    def sub_(self, o: Any, alpha: float = 1.0) -> Tensor:
+        other = self._lift(o) if alpha == 1.0 else ir.Node("mul", (self._lift(o), self._lift(alpha)))
+        return self._write(ir.Node("sub", (self.node, other)))
+
+    def mul_(self, o: Any) -> Tensor:
+        return self._write(ir.Node("mul", (self.node, self._lift(o))))
+
+    def div_(self, o: Any) -> Tensor:
+        return self._write(ir.Node("div", (self.node, self._lift(o))))
+
+    def copy_(self, src: Any) -> Tensor:
+        return self._write(self._lift(src))
+
+    def zero_(self) -> Tensor:
+        return self._write(ir.Node("const", attrs=(0, self.dtype)))
+
+    def fill_(self, value: Any) -> Tensor:
+        return self._write(ir.Node("const", attrs=(value, self.dtype)))
+
+    # ------------------------------------------------------------------ device placement
+
+    def to(self, device: Any = None, dtype: Any = None) -> Tensor:
+        """Placement is a no-op on the one SPMD device (see ``nn.Module.to`` for parameters)."""
+        return self.astype(dtype) if dtype is not None and np.dtype(dtype) != self.dtype else self
+
+    # ------------------------------------------------------------------ autograd
+
+    def backward(self) -> None:
+        from harness.runtime import autograd
+
+        autograd.backward(self)
+
+
+def _resolve_shape(old: tuple[int, ...], new: Sequence[int]) -> tuple[int, ...]:
+    new = list(new)
+    if new.count(-1) > 1:
+        raise ValueError("only one dimension can be -1")
+    if -1 in new:
+        known = int(np.prod([d for d in new if d != -1], dtype=np.int64))
+        new[new.index(-1)] = int(np.prod(old, dtype=np.int64)) // max(known, 1)
+    if int(np.prod(new, dtype=np.int64)) != int(np.prod(old, dtype=np.int64)):
+        raise ValueError(f"cannot view shape {old} as {tuple(new)}")
+    return tuple(int(d) for d in new)
+
+
+def tensor(data: Any, requires_grad: bool = False, dtype: Any = None) -> Tensor:
+    """A new tensor on the device from host data (float64 becomes float32, as in torch)."""
+    if isinstance(data, Tensor):
+        data = data.numpy()
+    host = np.asarray(data, dtype=dtype)
+    if dtype is None and host.dtype == np.float64:
+        host = host.astype(np.float32)
+    if dtype is None and host.dtype == np.int64:
+        host = host.astype(np.int32)
+    data_ = executor.to_device(host)
+    storage = Storage(ir.Node("data", aval=data_.aval, data=data_))
+    t = Tensor(storage, requires_grad=requires_grad)
+    if requires_grad:
+        storage.requires_grad = True
+        storage.owner = weakref.ref(t)
+        storage.node.leaf = storage
+    return t
+
+
+def zeros(*shape: int, requires_grad: bool = False, dtype: Any = np.float32) -> Tensor:
+    return tensor(np.zeros(_shape_arg(shape), dtype=dtype), requires_grad=requires_grad)
+
+
+def ones(*shape: int, requires_grad: bool = False, dtype: Any = np.float32) -> Tensor:
+    return tensor(np.ones(_shape_arg(shape), dtype=dtype), requires_grad=requires_grad)
+
+
+def _shape_arg(shape: tuple) -> tuple[int, ...]:
+    return tuple(shape[0]) if len(shape) == 1 and isinstance(shape[0], tuple | list) else tuple(shape)
+
+
+def where(cond: Tensor, x: Any, y: Any) -> Tensor:
+    like = x if isinstance(x, Tensor) else y if isinstance(y, Tensor) else cond
+    nodes = (cond._operand(), like._lift(x), like._lift(y))
+    grad = any(isinstance(v, Tensor) and v.requires_grad for v in (x, y))
+    return Tensor._from_node(ir.Node("where", nodes), grad)
+
+
+def cat(tensors: Iterable[Tensor], dim: int = 0) -> Tensor:
+    ts = list(tensors)
+    return Tensor._from_node(ir.Node("concat", tuple(t._operand() for t in ts), (dim,)), any(t.requires_grad for t in ts))
+
