@@ -119,7 +119,7 @@ def _trend(history: Sequence[RunPoint]) -> str:
     width, height, pad = 820, 220, 30
     peak = max(max(sum(p.counts.values()) for p in history), 1)
     step = (width - 2 * pad) / len(history)
-    bar = max(step * 0.8, 1.0)
+    bar = min(max(step * 0.8, 1.0), 40.0)
     shapes = []
     for i, point in enumerate(history):
         x = pad + i * step

@@ -1,0 +1,84 @@
+"""The dashboard as a browser renders it: headless Chromium opens the file from disk.
+
+Checks the rendered DOM (not just our string) for the heat map and a failure, checks that the
+hostile ``<script>`` in a failure message did not run, and keeps a screenshot in ``reports/``
+for people to look at (CI uploads it with the dashboard).
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from conftest import make_records
+
+from harness.report.api import publish
+from harness.report.junit import to_bytes
+from harness.report.merge import build_report, combine
+
+REPORTS = Path(__file__).parents[3] / "reports"
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+pytestmark = pytest.mark.skipif(
+    CHROMIUM is None, reason="chromium is not installed (Debian package `chromium`)"
+)
+
+
+def chromium(profile: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    assert CHROMIUM is not None
+    command = [
+        CHROMIUM,
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--no-first-run",
+        f"--user-data-dir={profile}",
+        *args,
+    ]
+    return subprocess.run(command, capture_output=True, text=True, timeout=90, check=True)
+
+
+@pytest.fixture(scope="module")
+def page(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A dashboard of two cells with a three-run trend, built as ``xharness run`` builds it."""
+    root = tmp_path_factory.mktemp("dashboard")
+    records = combine(make_records("cpu-4") + make_records("cpu-1")[:3])
+    history = root / "history"
+    for subset in (records[:2], records[:5], records):
+        publish(combine(subset), to_bytes(build_report(subset)), None, None, history)
+    out = root / "index.html"
+    publish(records, b"final run", out, None, history)
+    return out
+
+
+def test_rendered_dom_has_heat_map_and_failure(page: Path, tmp_path: Path) -> None:
+    dom = chromium(tmp_path / "profile", "--dump-dom", page.as_uri()).stdout
+    assert '<table class="heatmap" id="heatmap">' in dom
+    assert ">ERROR 1/2</a></td>" in dom  # race-on-handles on cpu-4, linked to its failure
+    assert ">pass 1/1</td>" in dom
+    assert 'class="problem error"' in dom and "killed by signal 11 (SIGSEGV)" in dom
+    assert "xharness repro race-on-handles --inject --cell cpu-4 --seed 11" in dom
+    assert '<svg id="trend"' in dom and dom.count("<rect") >= 4
+
+
+def test_hostile_message_did_not_run(page: Path, tmp_path: Path) -> None:
+    dom = chromium(tmp_path / "profile", "--dump-dom", page.as_uri()).stdout
+    assert "<script" not in dom and "<img" not in dom
+    assert 'data-pwned="1"' not in dom  # the attribute the script would have set
+    assert "&lt;script&gt;document.body.setAttribute('data-pwned','1')&lt;/script&gt;" in dom
+
+
+def test_screenshot_saved_under_reports(page: Path, tmp_path: Path) -> None:
+    REPORTS.mkdir(exist_ok=True)
+    shot = REPORTS / "dashboard.png"
+    shot.unlink(missing_ok=True)
+    chromium(tmp_path / "profile", f"--screenshot={shot}", "--window-size=1280,2000", page.as_uri())
+    data = shot.read_bytes()
+    assert data.startswith(b"\x89PNG\r\n\x1a\n")
+    assert int.from_bytes(data[16:20], "big") == 1280  # IHDR width
+    assert len(data) > 20_000  # a rendered page, not a blank frame
