@@ -1,0 +1,103 @@
+"""The GitHub Actions workflow: valid against GitHub's schema (offline) and wired as documented."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from ruamel.yaml import YAML
+
+ROOT = Path(__file__).parents[3]
+WORKFLOW = ROOT / ".github/workflows/ci.yml"
+CPU_CELLS = ["cpu-1", "cpu-3", "cpu-4", "cpu-8", "cpu-2x4", "cpu-2slice", "cpu-8-nofunc"]
+
+
+def check_jsonschema(path: Path) -> subprocess.CompletedProcess[str]:
+    """check-jsonschema with its bundled copy of the workflow schema: no network needed."""
+    exe = Path(sys.executable).with_name("check-jsonschema")
+    command = (
+        [str(exe)] if exe.exists() else [shutil.which("check-jsonschema") or "check-jsonschema"]
+    )
+    return subprocess.run(
+        [*command, "--builtin-schema", "vendor.github-workflows", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+@pytest.fixture(scope="module")
+def workflow() -> dict:
+    return YAML(typ="safe").load(WORKFLOW.read_text())
+
+
+def test_workflow_matches_github_schema() -> None:
+    result = check_jsonschema(WORKFLOW)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "ok -- validation done" in result.stdout
+
+
+def test_schema_check_rejects_a_broken_workflow(tmp_path: Path) -> None:
+    broken = tmp_path / "broken.yml"
+    broken.write_text("on: push\njobs:\n  x:\n    runs-on: ubuntu-latest\n    steps: not-a-list\n")
+    assert check_jsonschema(broken).returncode != 0
+
+
+def steps_using(job: dict, action: str) -> list[dict]:
+    return [s for s in job["steps"] if str(s.get("uses", "")).startswith(action)]
+
+
+def test_lint_and_test_job_runs_ci_test(workflow: dict) -> None:
+    runs = [s.get("run", "") for s in workflow["jobs"]["lint-and-test"]["steps"]]
+    assert "bash ci/test.sh" in runs
+
+
+def test_one_job_per_cpu_cell_each_uploading_its_own_artifact(workflow: dict) -> None:
+    job = workflow["jobs"]["cells"]
+    assert job["strategy"]["fail-fast"] is False
+    assert job["strategy"]["matrix"]["cell"] == CPU_CELLS
+    assert any('ci/cell.sh "${{ matrix.cell }}"' in s.get("run", "") for s in job["steps"])
+    (upload,) = steps_using(job, "actions/upload-artifact@v4")
+    assert upload["if"] == "always()"
+    assert upload["with"]["name"] == "junit-${{ matrix.cell }}"
+    assert (ROOT / "ci/cell.sh").read_text().count("xharness run --cells") == 1
+
+
+def test_report_job_merges_everything_even_after_failures(workflow: dict) -> None:
+    job = workflow["jobs"]["report"]
+    assert set(job["needs"]) == {"cells", "gpu", "tpu"} and job["if"] == "always()"
+    (download,) = steps_using(job, "actions/download-artifact@v4")
+    assert download["with"]["pattern"] == "junit-*"
+    assert download["with"]["merge-multiple"] is True
+    runs = "\n".join(s.get("run", "") for s in job["steps"])
+    assert "bash ci/report.sh artifacts/junit reports" in runs
+    assert 'cat reports/summary.md >> "$GITHUB_STEP_SUMMARY"' in runs
+    script = (ROOT / "ci/report.sh").read_text()
+    assert "xharness report merge" in script and "xharness report html" in script
+    uploads = steps_using(job, "actions/upload-artifact@v4")
+    assert any("reports/index.html" in u["with"]["path"] for u in uploads)
+
+
+def test_artifact_names_are_unique(workflow: dict) -> None:
+    names = [
+        step["with"]["name"]
+        for job in workflow["jobs"].values()
+        for step in steps_using(job, "actions/upload-artifact@v4")
+    ]
+    assert len(names) == len(set(names))
+
+
+@pytest.mark.parametrize(("job", "variable"), [("gpu", "XHARNESS_GPU"), ("tpu", "XHARNESS_TPU")])
+def test_accelerator_jobs_are_self_hosted_and_off_by_default(workflow, job, variable) -> None:
+    spec = workflow["jobs"][job]
+    assert spec["if"] == f"vars.{variable} == 'true'"
+    assert "self-hosted" in spec["runs-on"] and job in spec["runs-on"]
+    assert variable in WORKFLOW.read_text().split("name: ci")[0]  # documented in the header
+
+
+def test_ci_scripts_parse() -> None:
+    for script in ("ci/cell.sh", "ci/report.sh"):
+        subprocess.run(["bash", "-n", str(ROOT / script)], check=True)
