@@ -12,7 +12,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import make_records
+from report_samples import make_records
 
 from harness.report.api import publish
 from harness.report.junit import to_bytes

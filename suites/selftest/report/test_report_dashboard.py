@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 from html.parser import HTMLParser
 from pathlib import Path
 
-from conftest import SCRIPT, make_records
+from report_samples import SCRIPT, make_records
 
 from harness.cli import main
 from harness.report.api import finish_run

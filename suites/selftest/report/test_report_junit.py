@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 import xmlschema
-from conftest import MODULE, make_records
 from junitparser import Error, Failure, Skipped, xunit2
+from report_samples import MODULE, make_records
 
 from harness.report.junit import read_records, write_cell_xml
 from harness.report.records import FAILED, FLAKY, PASSED, Attempt, TestRecord

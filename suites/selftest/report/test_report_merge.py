@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 import xmlschema
-from conftest import make_records
 from junitparser import xunit2
+from report_samples import make_records
 
 from harness.cli import main
 from harness.report.junit import read_records, write_cell_xml

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from conftest import SCRIPT, make_records
+from report_samples import SCRIPT, make_records
 
 from harness.cli import main
 from harness.report.junit import write_cell_xml
