@@ -136,6 +136,30 @@ def _replicated(devices: tuple) -> NamedSharding:
     return sharding
 
 
+_canonical_cache: dict[tuple, Any] = {}
+
+
+def canonical_sharding(sharding: Any, ndim: int) -> Any:
+    """One object per layout, so equal layouts give equal compile-cache keys.
+
+    XLA reports output shardings in its own spelling (``P('x',)`` for ``P('x', None)``, or the
+    user's mesh for a replicated value); ``NamedSharding`` compares specs literally, so without this
+    the second step of every loop would look new and compile again.
+    """
+    key = (sharding, ndim)
+    hit = _canonical_cache.get(key)
+    if hit is not None:
+        return hit
+    if sharding.is_fully_replicated:
+        canon = replicated()
+    elif isinstance(sharding, NamedSharding) and len(sharding.spec) < ndim:
+        canon = NamedSharding(sharding.mesh, PartitionSpec(*sharding.spec, *([None] * (ndim - len(sharding.spec)))))
+    else:
+        canon = sharding
+    _canonical_cache[key] = canon
+    return canon
+
+
 def to_device(value: np.ndarray, sharding: Any = None) -> DeviceData:
     """Host array -> device data with the given sharding (replicated by default)."""
     sharding = sharding if sharding is not None else replicated()
@@ -213,6 +237,7 @@ def build_graph(roots: Sequence[ir.Node]) -> Graph:
 class Executable:
     compiled: Any
     output_shardings: tuple
+    arg_order: tuple[int, ...] = ()  # graph input index of each compiled argument
 
 
 _cache: dict[tuple, Executable] = {}
@@ -227,14 +252,29 @@ def _compile(graph: Graph, roots: tuple[int, ...], out_shardings: tuple, donate:
         metrics.cache_hits += 1
         return hit
     fn = ir.lower(graph.program, roots)
-    jitted = jax.jit(fn, out_shardings=out_shardings, donate_argnums=donate)
-    structs = [jax.ShapeDtypeStruct(d.aval.shape, d.aval.dtype, sharding=d.sharding) for d in graph.inputs]
+    # JAX names the layout of every output it chose itself on the mesh of the *first* argument
+    # with a NamedSharding, and fails (IndivisibleError) when that is the 1-d mesh of replicated
+    # data while an output is split over a user mesh of another shape. Sharded inputs go first.
+    order = tuple(sorted(range(len(graph.inputs)), key=lambda i: _is_replicated(graph.inputs[i].sharding)))
+    position = {graph_index: arg for arg, graph_index in enumerate(order)}
+
+    def reordered(*args: Any) -> tuple:
+        return fn(*(args[position[i]] for i in range(len(order))))
+
+    jitted = jax.jit(reordered, out_shardings=out_shardings, donate_argnums=tuple(position[i] for i in donate))
+    structs = [
+        jax.ShapeDtypeStruct(d.aval.shape, d.aval.dtype, sharding=d.sharding) for d in (graph.inputs[i] for i in order)
+    ]
     compiled = jitted.lower(*structs).compile()
-    exe = Executable(compiled, tuple(compiled.output_shardings))
+    exe = Executable(compiled, tuple(compiled.output_shardings), order)
     with _cache_lock:
         _cache[key] = exe
     metrics.compiles += 1
     return exe
+
+
+def _is_replicated(sharding: Any) -> bool:
+    return bool(getattr(sharding, "is_fully_replicated", True))
 
 
 def compile_count() -> int:
@@ -324,13 +364,16 @@ def execute(
     donate_idx = tuple(i for i, d in enumerate(graph.inputs) if id(d) in donate_ids)
     exe = _compile(graph, tuple(unique), tuple(shardings), donate_idx)
     aval_of = {pos: root.aval for root, pos in zip(roots, graph.root_positions, strict=True)}
-    outputs = [DeviceData(aval_of[pos], exe.output_shardings[i]) for i, pos in enumerate(unique)]
+    outputs = [
+        DeviceData(aval_of[pos], canonical_sharding(exe.output_shardings[i], len(aval_of[pos].shape)))
+        for i, pos in enumerate(unique)
+    ]
     inputs = graph.inputs
     delay = config.options.execution_delay
 
     def run() -> None:
         try:
-            args = [d.array() for d in inputs]
+            args = [inputs[i].array() for i in exe.arg_order]
             if delay:
                 time.sleep(delay)
             results = exe.compiled(*args)

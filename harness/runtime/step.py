@@ -78,8 +78,8 @@ def forget_pending() -> int:
     them later still syncs it on its own."""
     dropped = 0
     with _live_lock:
-        for storage in list(_live):
+        for storage in list(_live.values()):
             if storage.pending:
-                _live.discard(storage)
+                _live.pop(storage.id, None)
                 dropped += 1
     return dropped

@@ -8,6 +8,7 @@ step boundary (``mark_step``) or a read (``numpy()``). Every storage is tracked 
 
 from __future__ import annotations
 
+import itertools
 import numbers
 import threading
 import weakref
@@ -18,19 +19,22 @@ import numpy as np
 
 from harness.runtime import executor, functional, ir
 
-_live: weakref.WeakSet[Storage] = weakref.WeakSet()
+# every storage by creation number: a dict keeps insertion order, so a step walks pending values
+# in the same order every time and records the same program (the compile-cache key)
+_live: weakref.WeakValueDictionary[int, Storage] = weakref.WeakValueDictionary()
 _live_lock = threading.Lock()
+_next_id = itertools.count()
 
 
 def live_storages() -> list[Storage]:
     with _live_lock:
-        return list(_live)
+        return list(_live.values())
 
 
 class Storage:
     """The base value shared by a tensor and all its aliases."""
 
-    __slots__ = ("node", "version", "sharding", "base_data", "requires_grad", "owner", "__weakref__")
+    __slots__ = ("node", "version", "sharding", "base_data", "requires_grad", "owner", "id", "__weakref__")
 
     def __init__(self, node: ir.Node) -> None:
         self.node = node
@@ -39,8 +43,9 @@ class Storage:
         self.base_data: executor.DeviceData | None = None  # last materialized value, a donation candidate
         self.requires_grad = False
         self.owner: weakref.ReferenceType[Tensor] | None = None
+        self.id = next(_next_id)
         with _live_lock:
-            _live.add(self)
+            _live[self.id] = self
 
     @property
     def pending(self) -> bool:
@@ -206,6 +211,9 @@ class Tensor:
     def __neg__(self) -> Tensor: return self._unary("neg")
 
     __hash__ = object.__hash__
+    # numpy defers to the reflected ops above (``ndarray @ tensor`` stays a lazy tensor) instead of
+    # pulling the tensor to the host through ``__array__`` and computing on the host
+    __array_ufunc__ = None
 
     def maximum(self, o: Any) -> Tensor: return self._binary("maximum", o)
     def minimum(self, o: Any) -> Tensor: return self._binary("minimum", o)

@@ -1,0 +1,114 @@
+"""What a scenario is: a record of an upstream bug and the code that re-creates its trigger.
+
+A ``Scenario`` names its upstream references, the component, the trigger, the signatures it must
+produce when its fault switch is on, and what a cell must offer to host it. Its ``variants`` are
+the concrete repros (most scenarios have one); each variant is a function of a ``Context`` that
+raises when something is wrong and returns when all is well. Whether a raised error *is* the bug
+is decided by matching it against the signatures, never by the variant itself.
+"""
+
+from __future__ import annotations
+
+import re
+import signal as _signal
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+
+class InvariantViolation(AssertionError):
+    """A scenario's own check failed (e.g. a checkpoint holding a stale value)."""
+
+
+@dataclass(frozen=True)
+class Signature:
+    """How a bug shows itself: an exception type and message pattern, or a fatal signal."""
+
+    name: str
+    exception: type[BaseException] | None = None
+    message: str = ""  # regular expression searched in str(exception)
+    signal: int | None = None
+    crash_mode: str = "raise"  # the HARNESS_CRASH_MODE under which this signature appears
+
+    def matches_exception(self, exc: BaseException) -> bool:
+        return (
+            self.exception is not None
+            and isinstance(exc, self.exception)
+            and re.search(self.message, str(exc)) is not None
+        )
+
+    def matches_signal(self, signum: int) -> bool:
+        return self.signal is not None and self.signal == signum
+
+    def describe(self) -> str:
+        if self.signal is not None:
+            return f"signal {_signal.Signals(self.signal).name}"
+        assert self.exception is not None
+        return f"{self.exception.__name__}: /{self.message}/" if self.message else self.exception.__name__
+
+
+@dataclass(frozen=True)
+class Needs:
+    """What a cell must offer: devices in this process, processes, slices, functionalization."""
+
+    devices: int = 1
+    device_multiple: int = 1  # the device count must be a multiple of this
+    processes: int = 1
+    functionalization: bool | None = None  # None: the scenario sets the mode it needs itself
+
+    def unmet(self, devices: int, processes: int = 1) -> str | None:
+        """Why a process with ``devices`` devices cannot host the scenario, or None."""
+        if devices < self.devices:
+            return f"needs at least {self.devices} devices, the cell has {devices}"
+        if devices % self.device_multiple:
+            return f"needs a device count that is a multiple of {self.device_multiple}, the cell has {devices}"
+        if processes < self.processes:
+            return f"needs {self.processes} processes, the cell has {processes}"
+        return None
+
+
+@dataclass
+class Context:
+    """Everything a variant gets: the seed and a generator drawn from it, the device count."""
+
+    seed: int
+    inject: bool
+    devices: int
+    rng: np.random.Generator = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.rng = np.random.default_rng(self.seed)
+
+    def normal(self, *shape: int) -> np.ndarray:
+        return self.rng.standard_normal(shape).astype(np.float32)
+
+
+Variant = Callable[[Context], None]
+
+
+@dataclass(frozen=True)
+class Scenario:
+    id: str
+    title: str
+    upstream: tuple[str, ...]  # issue/PR references, e.g. "pytorch/xla#9078"
+    component: str
+    trigger: str
+    fault: str  # the fault switch that re-creates the bug
+    signatures: tuple[Signature, ...]
+    variants: dict[str, Variant]
+    needs: Needs = Needs()
+    story: str = ""
+
+    def signature_for(self, exc: BaseException) -> Signature | None:
+        return next((s for s in self.signatures if s.matches_exception(exc)), None)
+
+    def signature_for_signal(self, signum: int) -> Signature | None:
+        return next((s for s in self.signatures if s.matches_signal(signum)), None)
+
+    def upstream_links(self) -> list[str]:
+        links = []
+        for ref in self.upstream:
+            repo, _, num = ref.partition("#")
+            links.append(f"https://github.com/{repo}/issues/{num}")
+        return links

@@ -1,0 +1,70 @@
+"""lost-sharding: FSDPv2 without functionalization loses parameter and output shardings.
+
+Issue #8607: FSDPv2 + SPMD on a ViT with ``XLA_DISABLE_FUNCTIONALIZATION=1`` crashed with "Check
+failed: has_sharding()" / "Sharding instruction must have a sharding attribute". The reporter found
+that without functionalization ``model.to(device)`` re-materialized every parameter replicated.
+PR #8578 made ``custom_sharding_`` always put the sharding on the new custom-sharding node,
+because a later view update could rewrite the IR and leave it on the view-update node; timm's
+patch embedding returns a view (``flatten(2).transpose(1, 2)``), which is where that bites.
+
+Here: functionalization off, a tiny ViT wrapped by FSDPv2 (the patch embedding wrapped on its
+own), moved ``.to(device)`` again as a training script does; every sharded parameter must stay
+sharded, and a training step must compile and run.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+import harness.runtime as xr
+from harness.runtime import faults
+from harness.scenarios.base import Context, InvariantViolation, Needs, Scenario, Signature
+
+
+def vit_nofunc(ctx: Context) -> None:
+    xr.configure(functionalization=False)
+    n = ctx.devices
+    mesh = xr.Mesh(range(n), (n,), ("fsdp",))
+    xr.manual_seed(ctx.seed)
+    vit = xr.models.TinyViT(dim=4 * n, depth=1, heads=2, classes=2 * n)
+    model = xr.fsdp.FSDPv2(vit, mesh, auto_wrap_policy=lambda m: isinstance(m, xr.models.PatchEmbed))
+    wrapped = {name: xr.sharding_spec(p) for name, p in model.named_parameters()}
+    if all(spec is None for spec in wrapped.values()):
+        raise InvariantViolation("FSDPv2 sharded no parameter at all")
+    model.to(xr.device())
+    lost = [name for name, p in model.named_parameters() if wrapped[name] is not None and xr.sharding_spec(p) is None]
+    if lost:
+        raise xr.ShardingLostError(f"parameters replicated instead of sharded after .to(device): {', '.join(lost)}")
+    opt = xr.optim.SGD(model.parameters(), lr=0.05)
+    images = xr.tensor(ctx.normal(2 * n, 3, 8, 8))
+    labels = xr.tensor(np.eye(2 * n, dtype=np.float32)[ctx.rng.integers(0, 2 * n, 2 * n)])
+    losses = []
+    for _ in range(2):
+        loss = xr.nn.cross_entropy(model(images), labels)
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        xr.mark_step()
+        losses.append(loss.item())
+    if not np.all(np.isfinite(losses)):
+        raise InvariantViolation(f"training produced non-finite losses {losses}")
+    lost = [name for name, p in model.named_parameters() if wrapped[name] is not None and xr.sharding_spec(p) is None]
+    if lost:
+        raise xr.ShardingLostError(f"parameters replicated instead of sharded after a training step: {', '.join(lost)}")
+
+
+SCENARIO = Scenario(
+    id="lost-sharding",
+    title="FSDPv2 without functionalization: .to(device) and view updates drop shardings",
+    upstream=("pytorch/xla#8607", "pytorch/xla#8578", "pytorch/xla#8662"),
+    component="Module.to, custom sharding over views (functionalization off)",
+    trigger="FSDPv2 tiny-ViT with functionalization off, .to(device), one training step",
+    fault=faults.LOST_SHARDING,
+    signatures=(
+        Signature("replicated-params", xr.ShardingLostError, r"replicated instead of sharded"),
+        Signature("missing-sharding", xr.ShardingLostError, r"must have a sharding attribute"),
+    ),
+    variants={"vit-nofunc": vit_nofunc},
+    needs=Needs(devices=1, functionalization=False),
+    story=__doc__ or "",
+)

@@ -1,0 +1,113 @@
+"""Running one scenario in one mode, in this process, and judging the outcome.
+
+fixed mode (switch off): every variant must return -> ``passed``, else ``failed``.
+injected mode (switch on): every variant must raise one of the scenario's signatures ->
+``reproduced``; a variant that returns is ``not-reproduced`` (the scenario has no teeth), and an
+error matching no signature is ``failed`` (it caught something, but not its bug).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+import traceback
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import harness.runtime as xr
+from harness.runtime import config, topology
+from harness.scenarios.base import Context, Scenario
+
+PASSED, REPRODUCED, NOT_REPRODUCED, FAILED = "passed", "reproduced", "not-reproduced", "failed"
+
+
+@dataclass
+class VariantResult:
+    variant: str
+    outcome: str
+    signature: str = ""  # the signature seen ("" when the variant returned)
+    error: str = ""  # the exception line, when there was one
+    traceback: str = ""
+
+
+@dataclass
+class Result:
+    scenario: str
+    mode: str
+    outcome: str
+    seed: int
+    seconds: float
+    signature: str = ""
+    variants: list[VariantResult] = field(default_factory=list)
+    repro: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.outcome in (PASSED, REPRODUCED)
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def repro_command(scenario_id: str, inject: bool, seed: int, cell: str | None = None) -> str:
+    parts = ["xharness", "repro", scenario_id]
+    if inject:
+        parts.append("--inject")
+    parts += ["--seed", str(seed)]
+    if cell:
+        parts += ["--cell", cell]
+    return " ".join(parts)
+
+
+def _cleanup() -> None:
+    """Leave the process as a fresh one would be for the next run."""
+    xr.wait_device_ops()
+    xr.forget_pending()
+    topology.reset()
+
+
+def _run_variant(scenario: Scenario, name: str, ctx: Context) -> VariantResult:
+    previous = config.configure()
+    injected = xr.faults.inject(scenario.fault) if ctx.inject else contextlib.nullcontext()
+    try:
+        with injected:
+            scenario.variants[name](ctx)
+    except Exception as exc:  # judged against the signatures below
+        sig = scenario.signature_for(exc)
+        line = f"{type(exc).__name__}: {exc}"
+        tb = traceback.format_exc()
+        if sig is None:
+            return VariantResult(name, FAILED, "", line, tb)
+        return VariantResult(name, REPRODUCED if ctx.inject else FAILED, sig.name, line, tb)
+    finally:
+        config.restore(previous)
+        _cleanup()
+    return VariantResult(name, NOT_REPRODUCED if ctx.inject else PASSED)
+
+
+def _overall(results: list[VariantResult], inject: bool) -> str:
+    outcomes = {r.outcome for r in results}
+    if FAILED in outcomes:
+        return FAILED
+    if inject:
+        return NOT_REPRODUCED if NOT_REPRODUCED in outcomes else REPRODUCED
+    return PASSED
+
+
+def run(scenario: Scenario, inject: bool, seed: int, devices: int, cell: str | None = None) -> Result:
+    """Run every variant of ``scenario`` in this process."""
+    start = time.perf_counter()
+    ctx = Context(seed=seed, inject=inject, devices=devices)
+    _cleanup()
+    results = [_run_variant(scenario, name, ctx) for name in scenario.variants]
+    seen = "; ".join(f"{r.variant}: {r.signature}" if len(results) > 1 else r.signature for r in results if r.signature)
+    return Result(
+        scenario=scenario.id,
+        mode="injected" if inject else "fixed",
+        outcome=_overall(results, inject),
+        seed=seed,
+        seconds=round(time.perf_counter() - start, 3),
+        signature=seen,
+        variants=results,
+        repro=repro_command(scenario.id, inject, seed, cell),
+    )
