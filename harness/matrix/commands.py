@@ -1,0 +1,209 @@
+"""``xharness run`` and ``xharness cells``: the device matrix from the command line.
+
+``run`` is the main job: every selected cell in fresh processes under the supervisor, one JUnit
+file per cell written as soon as the cell ends (a partial run is readable), then the merged
+report, dashboard and summary. Exit status: 0 all passed (flaky passes are listed), 1 a test
+failed or errored in some cell, 2 a usage or matrix-file error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+from harness.matrix.config import (
+    RUNTIMES,
+    Cell,
+    Matrix,
+    MatrixError,
+    default_matrix_path,
+    load_matrix,
+)
+from harness.matrix.probe import probe
+from harness.matrix.progress import Progress
+from harness.matrix.supervisor import CellResult, CellRun, RunSettings
+from harness.report.records import ERROR, FAILED, FLAKY, SKIPPED, Attempt, TestRecord
+
+CELL_ID = "xharness::cell"  # the record of a cell this machine cannot run
+
+
+def add_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    run = sub.add_parser(
+        "run",
+        help="run the suites across the device matrix under supervision",
+        description="Run the suites in every selected matrix cell, each in fresh processes, and "
+        "write reports/junit/<cell>.xml, junit.xml, index.html and summary.md. "
+        "Arguments after -- go to pytest; test paths or node ids there replace the cells' paths.",
+    )
+    run.add_argument("--cells", help="comma-separated cell names (default: every cell of the matrix)")
+    run.add_argument("--matrix", type=Path, help="matrix file (default: ci/matrix.toml)")
+    run.add_argument("--out", type=Path, default=Path("reports"), help="output directory (default: reports)")
+    run.add_argument("--runtime", default="reference", help=f"runtime under test ({', '.join(RUNTIMES)})")
+    run.add_argument("--reruns", type=int, default=0, help="rerun failed tests up to N times (flaky detection)")
+    run.add_argument("--timeout", type=float, help="per-test time limit in seconds (default: the cell's)")
+    run.add_argument("pytest_args", nargs=argparse.REMAINDER, help="-- then arguments for pytest")
+    run.set_defaults(handler=run_command)
+
+    cells = sub.add_parser("cells", help="list the matrix cells and whether this machine can run them")
+    cells.add_argument("--matrix", type=Path, help="matrix file (default: ci/matrix.toml)")
+    cells.add_argument("--json", action="store_true", help="print one JSON object")
+    cells.set_defaults(handler=cells_command)
+
+
+def _usage_error(message: str) -> Exception:
+    from harness.cli import UsageError
+
+    return UsageError(message)
+
+
+def _load(path: Path | None) -> Matrix:
+    try:
+        return load_matrix(path or default_matrix_path())
+    except MatrixError as exc:
+        raise _usage_error(str(exc)) from None
+
+
+def _shape(cell: Cell) -> str:
+    shape = f"{cell.processes}x{cell.devices}" if cell.multiprocess else str(cell.devices)
+    if cell.slices > 1:
+        shape += f", {cell.slices} slices"
+    return shape
+
+
+# -- cells -----------------------------------------------------------------------------------------
+def cells_command(args: argparse.Namespace) -> int:
+    matrix = _load(args.matrix)
+    rows = []
+    for cell in matrix.cells.values():
+        found = probe(cell)
+        rows.append({**cell.as_dict(), "available": found.available, "reason": found.reason})
+    if args.json:
+        print(json.dumps({"matrix": str(matrix.path), "cells": rows}, indent=2))
+        return 0
+    width = max(len(r["name"]) for r in rows)
+    for row, cell in zip(rows, matrix.cells.values(), strict=True):
+        status = "runs here" if row["available"] else "SKIPPED  "
+        print(f"{cell.name:<{width}}  {cell.backend:<3}  {_shape(cell):<16} {cell.runtime_label():<44} "
+              f"{status}  {row['reason']}")
+    return 0
+
+
+# -- run -------------------------------------------------------------------------------------------
+def run_command(args: argparse.Namespace) -> int:
+    matrix = _load(args.matrix)
+    if args.runtime not in RUNTIMES:
+        raise _usage_error(f"--runtime: unknown runtime {args.runtime!r} (known: {', '.join(RUNTIMES)})")
+    if args.reruns < 0:
+        raise _usage_error("--reruns must be 0 or more")
+    if args.timeout is not None and not args.timeout > 0:
+        raise _usage_error("--timeout must be a positive number of seconds")
+    names = [n.strip() for n in (args.cells or "").split(",") if n.strip()]
+    try:
+        cells = matrix.select(names)
+    except MatrixError as exc:
+        raise _usage_error(str(exc)) from None
+    pytest_args = list(args.pytest_args or [])
+    if pytest_args and pytest_args[0] == "--":
+        pytest_args = pytest_args[1:]
+
+    prefix = "xharness run"
+    if args.matrix is not None:
+        prefix += f" --matrix {args.matrix}"
+    if args.runtime != "reference":
+        prefix += f" --runtime {args.runtime}"
+    out: Path = args.out
+    settings = RunSettings(
+        matrix=matrix,
+        out_dir=out,
+        runtime=args.runtime,
+        reruns=args.reruns,
+        timeout=args.timeout,
+        pytest_args=tuple(pytest_args),
+        repro_prefix=prefix,
+    )
+    junit_dir = out / "junit"
+    junit_dir.mkdir(parents=True, exist_ok=True)
+    for stale in junit_dir.glob("*.xml"):  # this run's directory describes this run only
+        stale.unlink()
+
+    from harness.report.junit import write_cell_xml
+
+    progress = Progress(len(cells))
+    started = time.monotonic()
+    results: list[CellResult] = []
+    for cell in cells:
+        found = probe(cell)
+        if not found.available:
+            progress.cell_skipped(cell.name, found.reason)
+            result = CellResult(cell, [_skipped_cell_record(cell, found.reason)], skipped=found.reason)
+        else:
+            progress.cell_started(cell.name, f"{cell.backend} {_shape(cell)}, {cell.runtime_label()}")
+            result = CellRun(cell, settings, progress).run()
+            progress.cell_finished(cell.name, _counts_text(result) + f" in {result.wall:.1f}s")
+        write_cell_xml(cell.name, result.records, junit_dir / f"{cell.name}.xml")
+        results.append(result)
+    wall = time.monotonic() - started
+
+    from harness.report.api import finish_run
+
+    finish_run(out)
+    _write_run_summary(out / "matrix.json", results, wall)
+    return _print_summary(results, wall, out)
+
+
+def _skipped_cell_record(cell: Cell, reason: str) -> TestRecord:
+    record = TestRecord(nodeid=CELL_ID, cell=cell.name)
+    record.attempts.append(Attempt(SKIPPED, message=f"cell {cell.name} not runnable here: {reason}"))
+    record.properties = {"cell": cell.name, "backend": cell.backend, "devices": str(cell.total_devices),
+                         "processes": str(cell.processes), "slices": str(cell.slices)}
+    return record
+
+
+def _counts_text(result: CellResult) -> str:
+    counts = result.counts()
+    order = ("passed", FLAKY, FAILED, ERROR, SKIPPED)
+    return ", ".join(f"{counts[k]} {k}" for k in order if counts.get(k)) or "no tests"
+
+
+def _write_run_summary(path: Path, results: list[CellResult], wall: float) -> None:
+    """Machine-readable timings: per-cell wall time, test time and the supervisor's overhead."""
+    from harness.report.files import write_atomic
+
+    cells = []
+    for r in results:
+        cells.append({
+            "cell": r.cell.name,
+            "skipped": r.skipped,
+            "wall": round(r.wall, 3),
+            "test_time": round(r.test_time, 3),
+            "overhead": round(r.wall - r.test_time, 3) if not r.skipped else 0.0,
+            "launches": r.launches,
+            "counts": r.counts(),
+        })
+    write_atomic(path, (json.dumps({"wall": round(wall, 3), "cells": cells}, indent=2) + "\n").encode())
+
+
+def _print_summary(results: list[CellResult], wall: float, out: Path) -> int:
+    failed = False
+    flaky: list[str] = []
+    for result in results:
+        if result.skipped:
+            print(f"{result.cell.name}: skipped ({result.skipped})")
+            continue
+        print(f"{result.cell.name}: {_counts_text(result)}; {result.wall:.1f}s wall, "
+              f"{result.test_time:.1f}s in tests, {result.launches} launch(es)")
+        for record in result.records:
+            kind = record.classification
+            if kind in (FAILED, ERROR):
+                failed = True
+                print(f"  {kind.upper()}: {record.nodeid}: {record.final.message.splitlines()[0] if record.final.message else ''}")
+                print(f"    repro: {record.properties.get('repro', '')}")
+            elif kind == FLAKY:
+                flaky.append(f"{result.cell.name}: {record.nodeid}")
+    for item in flaky:
+        print(f"  FLAKY (passed on rerun): {item}")
+    print(f"total {wall:.1f}s; reports in {out}/ (junit.xml, index.html, summary.md)", file=sys.stdout)
+    return 1 if failed else 0

@@ -1,0 +1,301 @@
+"""The device matrix: cells, parsing and validation of ``ci/matrix.toml``.
+
+A cell is everything that must be fixed before JAX initializes its backend (backend, device count,
+processes, slices) plus the runtime options and environment the suites run under. It is parsed
+once, validated completely, and every mistake is reported with the file, the line and the dotted
+field, because a matrix file is edited by hand and read by CI long after it was written.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+#: backends a cell may name; each maps to the JAX platform it selects
+BACKENDS = {"cpu": "cpu", "gpu": "cuda", "tpu": "tpu"}
+#: runtime options a cell may set, with their defaults (the runtime reads them from the environment)
+RUNTIME_OPTIONS: dict[str, bool] = {"functionalization": True, "param_aliasing": True}
+#: runtimes under test that ``--runtime`` accepts
+RUNTIMES = ("reference",)
+
+_CELL_KEYS = {
+    "backend",
+    "devices",
+    "processes",
+    "slices",
+    "runtime",
+    "env",
+    "paths",
+    "pytest_args",
+    "timeout",
+    "description",
+}
+_TOP_KEYS = {"root", "defaults", "cells"}
+_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+
+
+class MatrixError(Exception):
+    """A malformed or impossible matrix file; the message names file, line and field."""
+
+    def __init__(self, path: Path, line: int | None, field_name: str, message: str) -> None:
+        self.path, self.line, self.field, self.reason = path, line, field_name, message
+        where = f"{path}:{line}" if line else str(path)
+        super().__init__(f"{where}: {field_name}: {message}" if field_name else f"{where}: {message}")
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One named environment of the matrix."""
+
+    name: str
+    backend: str = "cpu"
+    devices: int = 1  # per process
+    processes: int = 1
+    slices: int = 1
+    runtime: dict[str, bool] = field(default_factory=lambda: dict(RUNTIME_OPTIONS))
+    env: dict[str, str] = field(default_factory=dict)
+    paths: tuple[str, ...] = ("suites",)
+    pytest_args: tuple[str, ...] = ()
+    timeout: float = 300.0  # per test, seconds
+    description: str = ""
+    line: int | None = None  # where the cell's table starts in the file
+
+    @property
+    def total_devices(self) -> int:
+        return self.devices * self.processes
+
+    @property
+    def multiprocess(self) -> bool:
+        return self.processes > 1
+
+    def runtime_label(self) -> str:
+        """A short human description of the runtime options, e.g. ``functionalization=off``."""
+        parts = [f"{k}={'on' if v else 'off'}" for k, v in sorted(self.runtime.items())]
+        return " ".join(parts)
+
+    def environment(self, runtime_name: str = "reference") -> dict[str, str]:
+        """The variables that make a fresh process *be* this cell (before JAX initializes)."""
+        env = {
+            "HARNESS_CELL": self.name,
+            "HARNESS_BACKEND": self.backend,
+            "HARNESS_DEVICES": str(self.devices),
+            "HARNESS_PROCESSES": str(self.processes),
+            "HARNESS_SLICES": str(self.slices),
+            "HARNESS_NUM_SLICES": str(self.slices),
+            "HARNESS_RUNTIME": runtime_name,
+            "HARNESS_FUNCTIONALIZATION": "1" if self.runtime["functionalization"] else "0",
+            "HARNESS_DISABLE_FUNCTIONALIZATION": "0" if self.runtime["functionalization"] else "1",
+            "HARNESS_PARAM_ALIASING": "1" if self.runtime["param_aliasing"] else "0",
+            "JAX_PLATFORMS": BACKENDS[self.backend],
+        }
+        if self.backend == "cpu":
+            env["JAX_NUM_CPU_DEVICES"] = str(self.devices)
+        env.update(self.env)
+        return env
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "backend": self.backend,
+            "devices": self.devices,
+            "processes": self.processes,
+            "slices": self.slices,
+            "total_devices": self.total_devices,
+            "runtime": dict(self.runtime),
+            "env": dict(self.env),
+            "paths": list(self.paths),
+            "pytest_args": list(self.pytest_args),
+            "timeout": self.timeout,
+            "description": self.description,
+        }
+
+
+@dataclass(frozen=True)
+class Matrix:
+    path: Path
+    root: Path  # the directory cells run pytest from
+    cells: dict[str, Cell]
+
+    def select(self, names: list[str] | None) -> list[Cell]:
+        """The named cells in the given order (all cells when ``names`` is empty)."""
+        if not names:
+            return list(self.cells.values())
+        unknown = [n for n in names if n not in self.cells]
+        if unknown:
+            known = ", ".join(self.cells)
+            raise MatrixError(self.path, None, "--cells", f"unknown cell {unknown[0]!r} (known: {known})")
+        return [self.cells[n] for n in dict.fromkeys(names)]
+
+
+def default_matrix_path() -> Path:
+    """``ci/matrix.toml`` of the project in the current directory, else the one next to the package."""
+    local = Path("ci/matrix.toml")
+    if local.exists():
+        return local
+    return Path(__file__).resolve().parents[2] / "ci" / "matrix.toml"
+
+
+def load_matrix(path: Path) -> Matrix:
+    """Read and validate a matrix file; raises :class:`MatrixError` on any problem."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise MatrixError(path, None, "", f"cannot read matrix file: {exc.strerror or exc}") from None
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        line = getattr(exc, "lineno", None) or _line_from_message(str(exc))
+        raise MatrixError(path, line, "", f"not valid TOML: {exc}") from None
+    return _Parser(path, text).parse(data)
+
+
+def _line_from_message(message: str) -> int | None:
+    match = re.search(r"line (\d+)", message)
+    return int(match.group(1)) if match else None
+
+
+class _Parser:
+    """Turns the decoded TOML into cells, pointing errors back at lines of the text."""
+
+    def __init__(self, path: Path, text: str) -> None:
+        self.path = path
+        self.lines = text.splitlines()
+
+    # -- locating fields in the text -------------------------------------------------------------
+    def line_of(self, table: tuple[str, ...], key: str | None = None) -> int | None:
+        """Line of ``key`` inside ``[table]`` (or of the table header when ``key`` is None).
+
+        Handles the forms people write: ``[cells.cpu-4]``, ``[cells."cpu-4"]``, dotted keys and
+        inline tables inside a parent table (``runtime = { ... }`` for ``cells.x.runtime``).
+        """
+        current: tuple[str, ...] = ()
+        header_line: int | None = None
+        for number, raw in enumerate(self.lines, start=1):
+            line = raw.strip()
+            if line.startswith("["):
+                current = _split_header(line)
+                if current == table and header_line is None:
+                    header_line = number
+                continue
+            if key is None or current != table:
+                continue
+            if re.match(rf'^["\']?{re.escape(key)}["\']?\s*=', line):
+                return number
+        if header_line is not None:
+            return header_line
+        if len(table) > 1:  # maybe an inline table in the parent: point at its key
+            return self.line_of(table[:-1], table[-1])
+        return None
+
+    def fail(self, table: tuple[str, ...], key: str | None, message: str) -> MatrixError:
+        dotted = ".".join([*table, key] if key else table)
+        return MatrixError(self.path, self.line_of(table, key), dotted, message)
+
+    # -- parsing ----------------------------------------------------------------------------------
+    def parse(self, data: dict[str, Any]) -> Matrix:
+        for key in data:
+            if key not in _TOP_KEYS:
+                raise self.fail((), key, f"unknown key (expected one of {', '.join(sorted(_TOP_KEYS))})")
+        root_value = data.get("root", ".")
+        if not isinstance(root_value, str):
+            raise self.fail((), "root", "must be a string path relative to the matrix file")
+        root = (self.path.parent / root_value).resolve()
+        defaults = data.get("defaults", {})
+        if not isinstance(defaults, dict):
+            raise self.fail((), "defaults", "must be a table")
+        base = self._fields(("defaults",), defaults, {}, allow_shape=False)
+        cells_data = data.get("cells")
+        if not isinstance(cells_data, dict) or not cells_data:
+            raise self.fail((), "cells", "the matrix needs at least one [cells.NAME] table")
+        cells: dict[str, Cell] = {}
+        for name, body in cells_data.items():
+            table = ("cells", name)
+            if not _NAME_RE.match(name):
+                raise self.fail(table, None, "cell names use letters, digits, '-', '_' and '.'")
+            if not isinstance(body, dict):
+                raise self.fail(("cells",), name, "must be a table")
+            values = self._fields(table, body, base, allow_shape=True)
+            cell = Cell(name=name, line=self.line_of(table), **values)
+            self._check_shape(table, cell)
+            cells[name] = cell
+        return Matrix(self.path, root, cells)
+
+    def _fields(
+        self, table: tuple[str, ...], body: dict[str, Any], base: dict[str, Any], allow_shape: bool
+    ) -> dict[str, Any]:
+        out = dict(base)
+        for key, value in body.items():
+            if key not in _CELL_KEYS:
+                raise self.fail(table, key, f"unknown key (expected one of {', '.join(sorted(_CELL_KEYS))})")
+            out[key] = self._value(table, key, value)
+        if "runtime" in out:  # merge over the defaults rather than replace them
+            out["runtime"] = {**RUNTIME_OPTIONS, **base.get("runtime", {}), **out["runtime"]}
+        return out
+
+    def _value(self, table: tuple[str, ...], key: str, value: Any) -> Any:
+        if key == "backend":
+            if value not in BACKENDS:
+                raise self.fail(table, key, f"unknown backend {value!r} (expected one of {', '.join(BACKENDS)})")
+            return value
+        if key in ("devices", "processes", "slices"):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise self.fail(table, key, f"must be a positive integer, got {value!r}")
+            return value
+        if key == "timeout":
+            if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0 or math.isinf(value):
+                raise self.fail(table, key, f"must be a positive number of seconds, got {value!r}")
+            return float(value)
+        if key == "description":
+            if not isinstance(value, str):
+                raise self.fail(table, key, "must be a string")
+            return value
+        if key in ("paths", "pytest_args"):
+            if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+                raise self.fail(table, key, "must be a list of strings")
+            if key == "paths" and not value:
+                raise self.fail(table, key, "must name at least one test path")
+            return tuple(value)
+        if key == "env":
+            if not isinstance(value, dict):
+                raise self.fail(table, key, "must be a table of NAME = \"value\"")
+            for name, v in value.items():
+                if not isinstance(v, str):
+                    raise self.fail((*table, key), name, f"environment values are strings, got {v!r}")
+            return dict(value)
+        if key == "runtime":
+            if not isinstance(value, dict):
+                raise self.fail(table, key, "must be a table of runtime options")
+            for name, v in value.items():
+                if name not in RUNTIME_OPTIONS:
+                    known = ", ".join(RUNTIME_OPTIONS)
+                    raise self.fail((*table, key), name, f"unknown runtime option (expected one of {known})")
+                if not isinstance(v, bool):
+                    raise self.fail((*table, key), name, f"must be true or false, got {v!r}")
+            return dict(value)
+        raise AssertionError(key)  # _CELL_KEYS and this function list the same keys
+
+    def _check_shape(self, table: tuple[str, ...], cell: Cell) -> None:
+        """Constraints between fields: the cell must be a topology that can exist."""
+        if cell.total_devices % cell.slices:
+            raise self.fail(
+                table,
+                "slices",
+                f"{cell.slices} slices do not divide {cell.total_devices} devices "
+                f"({cell.processes} process(es) x {cell.devices})",
+            )
+        if cell.processes > 1 and cell.processes % cell.slices:
+            raise self.fail(
+                table, "slices", f"{cell.slices} slices do not divide {cell.processes} processes: a process belongs to one slice"
+            )
+
+
+def _split_header(line: str) -> tuple[str, ...]:
+    """``[cells."cpu-4".runtime]  # note`` -> ("cells", "cpu-4", "runtime")."""
+    match = re.match(r"^\[\[?\s*(.*?)\s*\]\]?\s*(#.*)?$", line)
+    inner = match.group(1) if match else line.strip("[]")
+    parts = re.findall(r'"([^"]*)"|\'([^\']*)\'|([^.\s]+)', inner)
+    return tuple(next((p for p in groups if p), "") for groups in parts)

@@ -1,0 +1,305 @@
+"""Launching the processes of one cell and watching them: the only code that sends signals.
+
+Every rank (a single-process cell has one) is started in its own session, so its process group
+holds pytest and anything the tests spawned; stopping a cell is ``killpg`` on each group, SIGTERM
+first and SIGKILL after a grace period, and a final SIGKILL sweep guarantees no orphan survives.
+
+The watchdog is needed because a process cannot always report its own death: a rank that dies
+leaves its peers blocked in a collective forever (gloo has no timeout), and a test can hang in
+native code. Bounds: a dead rank stops the cell at once; a test that outlives its time limit by
+``grace`` seconds (the in-process faulthandler timer should have fired first) gets a stack dump
+request (SIGUSR1) and is stopped; a rank with no event for ``idle_limit`` seconds outside a test
+(import, ``jax.distributed`` start-up, collection) is stopped too.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO
+
+from harness.matrix.events import Event, EventReader
+
+#: exit statuses of a pytest session that ended by itself
+PYTEST_NORMAL_EXITS = (0, 1, 5)
+TERM_GRACE = 3.0  # seconds between SIGTERM and SIGKILL
+DUMP_GRACE = 0.5  # seconds between the stack-dump request and SIGTERM
+POLL = 0.05
+
+EventCallback = Callable[[int, Event], None]
+
+
+def free_port() -> int:
+    """A free TCP port on the loopback interface for the ``jax.distributed`` coordinator."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@dataclass
+class RankSpec:
+    """How to start one rank: argv, environment and where its files go."""
+
+    rank: int
+    argv: list[str]
+    env: dict[str, str]
+    events: Path
+    stack: Path
+    log: Path
+
+
+@dataclass
+class RankState:
+    spec: RankSpec
+    proc: subprocess.Popen[bytes]
+    reader: EventReader
+    stack_offset: int
+    log_offset: int
+    started_at: float
+    last_event: float
+    current: str | None = None  # node id of the test in progress
+    current_since: float = 0.0
+    test_started: dict[str, float] = field(default_factory=dict)
+    finished: list[str] = field(default_factory=list)
+    ended: bool = False  # pytest reported the end of its session
+    exitstatus: int | None = None
+    returncode: int | None = None
+    exited_at: float | None = None
+    exited_epoch: float | None = None
+    stopped: str = ""  # why the supervisor stopped this rank ("" if it did not)
+    timed_out: bool = False
+
+    @property
+    def rank(self) -> int:
+        return self.spec.rank
+
+    @property
+    def abnormal(self) -> bool:
+        """Died mid-session or ended with a status pytest uses for internal/usage errors."""
+        return self.returncode is not None and (not self.ended or self.returncode not in PYTEST_NORMAL_EXITS)
+
+    def new_stack_text(self) -> str:
+        return _read_from(self.spec.stack, self.stack_offset)
+
+    def new_log_text(self) -> str:
+        return _read_from(self.spec.log, self.log_offset)
+
+
+@dataclass
+class LaunchResult:
+    ranks: list[RankState]
+    failure: str = ""  # why the supervisor cut the launch short ("" if it did not)
+    culprit: int | None = None  # the rank that failed first
+    wall: float = 0.0
+
+
+def _read_from(path: Path, offset: int) -> str:
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(offset)
+            return fh.read().decode("utf-8", "replace")
+    except OSError:
+        return ""
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+def _killpg(pgid: int, sig: int) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+class Launch:
+    """Start every rank of one cell launch, watch them, and stop them all if one fails."""
+
+    def __init__(
+        self,
+        specs: list[RankSpec],
+        cwd: Path,
+        test_timeout: float,
+        grace: float = 10.0,
+        idle_limit: float = 300.0,
+        on_event: EventCallback | None = None,
+    ) -> None:
+        self.specs = specs
+        self.cwd = cwd
+        self.test_timeout = test_timeout
+        self.grace = grace
+        self.idle_limit = idle_limit
+        self.on_event = on_event
+        self.ranks: list[RankState] = []
+        self._logs: list[IO[bytes]] = []
+        self._failure = ""
+        self._culprit: int | None = None
+        self._term_at: float | None = None
+        self._kill_at: float | None = None
+
+    # -- lifecycle --------------------------------------------------------------------------------
+    def run(self) -> LaunchResult:
+        started = time.monotonic()
+        try:
+            self._start()
+            self._watch()
+        finally:
+            self._sweep()
+        for state in self.ranks:  # events written just before exit
+            self._drain(state)
+        return LaunchResult(self.ranks, self._failure, self._culprit, time.monotonic() - started)
+
+    def _start(self) -> None:
+        for spec in self.specs:
+            spec.log.parent.mkdir(parents=True, exist_ok=True)
+            stack_offset, log_offset = _size(spec.stack), _size(spec.log)
+            log = open(spec.log, "ab")  # noqa: SIM115 - kept open for the child's lifetime
+            self._logs.append(log)
+            log.write(f"\n===== [xharness] rank {spec.rank}: {' '.join(spec.argv)}\n".encode())
+            log.flush()
+            proc = subprocess.Popen(
+                spec.argv,
+                cwd=self.cwd,
+                env=spec.env,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,  # its own process group: killpg reaches its children
+            )
+            now = time.monotonic()
+            self.ranks.append(
+                RankState(spec, proc, EventReader(spec.events), stack_offset, log_offset, now, now)
+            )
+
+    def _watch(self) -> None:
+        while True:
+            now = time.monotonic()
+            for state in self.ranks:
+                self._drain(state)
+                if state.returncode is None:
+                    code = state.proc.poll()
+                    if code is not None:
+                        state.returncode, state.exited_at, state.exited_epoch = code, now, time.time()
+                        self._drain(state)
+            if all(s.returncode is not None for s in self.ranks):
+                return
+            if self._term_at is None:
+                self._check(now)
+            else:
+                self._escalate(now)
+            time.sleep(POLL)
+
+    def _drain(self, state: RankState) -> None:
+        for event in state.reader.poll():
+            state.last_event = time.monotonic()
+            kind = event.get("event")
+            nodeid = str(event.get("nodeid", ""))
+            if kind == "start":
+                state.current, state.current_since = nodeid, state.last_event
+                state.test_started[nodeid] = float(event.get("time") or time.time())
+            elif kind == "finish":
+                state.finished.append(nodeid)
+                if state.current == nodeid:
+                    state.current = None
+            elif kind == "end":
+                state.ended, state.exitstatus = True, int(event.get("exitstatus", 0))
+            if self.on_event is not None:
+                self.on_event(state.rank, event)
+
+    # -- the watchdog -----------------------------------------------------------------------------
+    def _check(self, now: float) -> None:
+        multi = len(self.ranks) > 1
+        for state in self.ranks:
+            if state.returncode is not None:
+                if multi and state.abnormal:
+                    self._stop(state, f"rank {state.rank} {describe_exit(state.returncode)}")
+                    return
+                continue
+            if state.current is not None:
+                if now - state.current_since > self.test_timeout + self.grace:
+                    state.timed_out = True
+                    self._stop(
+                        state,
+                        f"rank {state.rank} hung: {state.current} ran past its {self.test_timeout:g}s limit",
+                    )
+                    return
+            elif now - state.last_event > self.idle_limit:
+                state.timed_out = True
+                phase = "outside any test (start-up, collection or shutdown)"
+                self._stop(state, f"rank {state.rank} made no progress for {self.idle_limit:g}s {phase}")
+                return
+        # a rank that finished cleanly waits for its peers only as long as one more test may take
+        done = [s for s in self.ranks if s.returncode is not None]
+        if multi and done and len(done) < len(self.ranks):
+            first = min(s.exited_at or now for s in done)
+            if now - first > self.test_timeout + self.grace:
+                laggard = next(s for s in self.ranks if s.returncode is None)
+                laggard.timed_out = True
+                self._stop(laggard, f"rank {laggard.rank} did not finish {self.test_timeout:g}s after its peers")
+
+    def _stop(self, culprit: RankState, reason: str) -> None:
+        """Record why, ask every live rank for its stacks (they explain hangs), then SIGTERM."""
+        self._failure, self._culprit = reason, culprit.rank
+        live = [s for s in self.ranks if s.returncode is None]
+        for state in live:
+            state.stopped = reason
+            try:  # faulthandler in the plugin dumps every thread on SIGUSR1
+                os.kill(state.proc.pid, signal.SIGUSR1)
+            except ProcessLookupError:
+                pass
+        now = time.monotonic()
+        self._term_at = now + (DUMP_GRACE if live else 0.0)
+        self._kill_at = None
+
+    def _escalate(self, now: float) -> None:
+        assert self._term_at is not None
+        if self._kill_at is None and now >= self._term_at:
+            for state in self.ranks:
+                if state.returncode is None:
+                    _killpg(state.proc.pid, signal.SIGTERM)
+            self._kill_at = now + TERM_GRACE
+        elif self._kill_at is not None and now >= self._kill_at:
+            for state in self.ranks:
+                if state.returncode is None:
+                    _killpg(state.proc.pid, signal.SIGKILL)
+
+    def _sweep(self) -> None:
+        """No orphans: SIGKILL what is left of every group, reap every rank, close the logs."""
+        for state in self.ranks:
+            _killpg(state.proc.pid, signal.SIGKILL)
+        for state in self.ranks:
+            try:
+                code = state.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:  # unkillable (D state): report, never block forever
+                code = state.proc.poll()
+            if state.returncode is None:
+                state.returncode, state.exited_at, state.exited_epoch = code, time.monotonic(), time.time()
+        for log in self._logs:
+            log.close()
+
+
+def describe_exit(returncode: int | None) -> str:
+    """``died on SIGSEGV (Segmentation fault)`` / ``exited with code 3``."""
+    if returncode is None:
+        return "did not exit"
+    if returncode < 0:
+        return f"died on {signal_label(-returncode)}"
+    return f"exited with code {returncode}"
+
+
+def signal_label(number: int) -> str:
+    try:
+        sig = signal.Signals(number)
+    except ValueError:
+        return f"signal {number}"
+    return f"{sig.name} ({signal.strsignal(sig) or sig.name})"

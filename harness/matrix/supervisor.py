@@ -1,0 +1,390 @@
+"""Runs one matrix cell under supervision and turns whatever happened into records.
+
+Per cell: start pytest (one process per rank) with the cell's environment, follow the plugin's
+event stream, and when a launch dies, attribute the death to the test that was running, record it
+(kind, signal or exit code, faulthandler stacks, the native output since the test started), then
+launch again for the tests not yet run, so one crash costs one test. Reruns (``--reruns N``) launch
+the failed tests again and append attempts, which is how a flaky test is told from a broken one.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import json
+import os
+import shlex
+import shutil
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from harness.matrix.config import Cell, Matrix
+from harness.matrix.events import Event
+from harness.matrix.multiproc import (
+    Launch,
+    LaunchResult,
+    RankSpec,
+    RankState,
+    describe_exit,
+    free_port,
+)
+from harness.matrix.outcomes import attempt_from_reports, merge_ranks, properties_from_reports
+from harness.matrix.progress import Progress
+from harness.report.records import (
+    ERROR,
+    FAILED,
+    KIND_EXCEPTION,
+    KIND_EXIT,
+    KIND_RANK,
+    KIND_SIGNAL,
+    KIND_TIMEOUT,
+    Attempt,
+    TestRecord,
+)
+
+#: node ids of records that stand for the cell rather than one test
+STARTUP_ID, SESSION_ID, NO_TESTS_ID = "xharness::startup", "xharness::session", "xharness::no-tests"
+MAX_LOG_CHARS = 20_000
+#: variables of an enclosing pytest-xdist worker that must not leak into a cell's pytest
+_SCRUBBED_ENV = ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID", "PYTEST_CURRENT_TEST")
+
+
+@dataclass
+class RunSettings:
+    matrix: Matrix
+    out_dir: Path
+    runtime: str = "reference"
+    reruns: int = 0
+    timeout: float | None = None  # overrides the cells' per-test timeout
+    pytest_args: tuple[str, ...] = ()
+    repro_prefix: str = "xharness run"  # plus --matrix/--runtime when they are not the defaults
+    grace: float = 10.0
+    idle_limit: float = 300.0
+
+
+@dataclass
+class CellResult:
+    cell: Cell
+    records: list[TestRecord] = field(default_factory=list)
+    wall: float = 0.0
+    launches: int = 0
+    skipped: str = ""  # why the cell did not run here
+
+    @property
+    def test_time(self) -> float:
+        return sum(r.duration for r in self.records)
+
+    def counts(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for record in self.records:
+            out[record.classification] = out.get(record.classification, 0) + 1
+        return out
+
+
+def _plugin_autoloaded() -> bool:
+    try:
+        return any(ep.value.startswith("harness.plugin") for ep in importlib.metadata.entry_points(group="pytest11"))
+    except Exception:  # noqa: BLE001 - broken metadata: fall back to -p
+        return False
+
+
+def split_pytest_args(args: tuple[str, ...], root: Path) -> tuple[list[str], list[str]]:
+    """Separate test paths/node ids from options, so given paths replace the cell's paths."""
+    takes_value = {"-k", "-m", "-p", "-o", "-c", "-W", "--deselect", "--ignore", "--ignore-glob", "--rootdir",
+                   "--maxfail", "--tb", "--junitxml", "--confcutdir", "--basetemp", "--log-level", "--durations"}
+    paths: list[str] = []
+    options: list[str] = []
+    previous = ""
+    for arg in args:
+        if not arg.startswith("-") and previous not in takes_value and (root / arg.split("::")[0]).exists():
+            paths.append(arg)
+        else:
+            options.append(arg)
+        previous = arg
+    return paths, options
+
+
+class CellRun:
+    def __init__(self, cell: Cell, settings: RunSettings, progress: Progress) -> None:
+        self.cell = cell
+        self.settings = settings
+        self.progress = progress
+        self.timeout = settings.timeout or cell.timeout
+        self.logs = settings.out_dir / "logs" / cell.name
+        self.records: dict[str, TestRecord] = {}
+        self.items: dict[str, tuple[str, int | None]] = {}
+        self.order: list[str] = []
+        self.collected = False
+        self.launches = 0
+        self.versions: dict[str, str] = {}
+        self.user_paths, self.user_options = split_pytest_args(settings.pytest_args, settings.matrix.root)
+        self._finished_seen: set[str] = set()
+        self._failing: dict[str, str] = {}  # node id -> failed/error on some rank (for progress)
+
+    # -- the whole cell ---------------------------------------------------------------------------
+    def run(self) -> CellResult:
+        started = time.monotonic()
+        shutil.rmtree(self.logs, ignore_errors=True)
+        self.logs.mkdir(parents=True, exist_ok=True)
+        self.execute(None)
+        for round_no in range(1, self.settings.reruns + 1):
+            todo = [n for n in self.order if n in self.records and self.records[n].final.outcome in (FAILED, ERROR)]
+            if not todo:
+                break
+            self.progress.note(f"rerun {round_no}: {len(todo)} failed test(s)")
+            self._finished_seen.clear()
+            self.execute(todo)
+        records = [self._finalize(r) for r in self.records.values()]
+        return CellResult(self.cell, records, time.monotonic() - started, self.launches)
+
+    def execute(self, select: list[str] | None) -> None:
+        """Launch until every selected test has an attempt (or no launch can make progress)."""
+        pending = select
+        while True:
+            result = self.launch(pending)
+            first_collection = not self.collected
+            self._take_collection(result)
+            if pending is None:
+                pending = list(self.order)
+            completed = self._take_completed(result, set(pending))
+            abnormal = bool(result.failure) or any(s.abnormal for s in result.ranks)
+            crashed = self._take_crash(result) if abnormal else None
+            pending = [n for n in pending if n not in completed and n != crashed]
+            if not abnormal:
+                if first_collection and not self.order and not self.records:
+                    self._cell_record(NO_TESTS_ID, Attempt(
+                        ERROR, kind=KIND_EXCEPTION,
+                        message="the cell's test paths and pytest arguments selected no tests",
+                        details=self._log_tail(result.ranks[0]),
+                    ))
+                return
+            if not pending:
+                return
+            if not completed and crashed is None:
+                reason = result.failure or "the cell's pytest could not run"
+                for nodeid in pending:
+                    self._add(nodeid, Attempt(ERROR, kind=KIND_RANK if self.cell.multiprocess else KIND_EXIT,
+                                              message=f"not run: {reason}"))
+                return
+            self.progress.note(f"restarting pytest for the {len(pending)} remaining test(s)")
+
+    # -- one launch -------------------------------------------------------------------------------
+    def launch(self, select: list[str] | None) -> LaunchResult:
+        self.launches += 1
+        tag = f"launch{self.launches}"
+        select_file: Path | None = None
+        if select is not None:
+            select_file = self.logs / f"{tag}.select.json"
+            select_file.write_text(json.dumps(select))
+        base_env = {k: v for k, v in os.environ.items() if k not in _SCRUBBED_ENV}
+        base_env.update(self.cell.environment(self.settings.runtime))
+        base_env["PYTHONUNBUFFERED"] = "1"
+        if self.cell.multiprocess:
+            base_env["HARNESS_COORDINATOR"] = f"127.0.0.1:{free_port()}"
+            base_env.setdefault("HARNESS_HEARTBEAT_TIMEOUT", str(int(self.timeout + self.settings.grace + 30)))
+        specs = []
+        for rank in range(self.cell.processes):
+            events = self.logs / f"{tag}.rank{rank}.events.jsonl"
+            stack = self.logs / f"rank{rank}.stack"
+            env = dict(base_env, HARNESS_PROCESS_ID=str(rank))
+            specs.append(RankSpec(rank, self._argv(events, stack, select_file), env, events, stack,
+                                  self.logs / f"rank{rank}.log"))
+        return Launch(
+            specs,
+            cwd=self.settings.matrix.root,
+            test_timeout=self.timeout,
+            grace=self.settings.grace,
+            idle_limit=self.settings.idle_limit,
+            on_event=self._on_event,
+        ).run()
+
+    def _argv(self, events: Path, stack: Path, select_file: Path | None) -> list[str]:
+        argv = [sys.executable, "-m", "pytest"]
+        if not _plugin_autoloaded():
+            argv += ["-p", "harness.plugin"]
+        argv += self.user_paths or list(self.cell.paths)
+        argv += [
+            "-q",
+            "--capture=sys",  # native output stays in the rank log, where a crash leaves it readable
+            "-p", "no:cacheprovider",  # never overwrite the user's --lf cache
+            "--continue-on-collection-errors",
+            f"--cell={self.cell.name}",
+            f"--xharness-events={events}",
+            f"--xharness-stack={stack}",
+            f"--xharness-timeout={self.timeout:g}",
+        ]
+        if select_file is not None:
+            argv.append(f"--xharness-select={select_file}")
+        return argv + list(self.cell.pytest_args) + self.user_options
+
+    def _on_event(self, rank: int, event: Event) -> None:
+        kind = event.get("event")
+        if kind == "session" and rank == 0:
+            self.versions = {k: str(event.get(k) or "") for k in ("jax", "jaxlib", "python")}
+        elif kind == "collected" and rank == 0:
+            self.progress.collected(len(event.get("items") or []))
+        elif kind == "report" and event.get("outcome") == "failed":
+            error = event.get("when") != "call" or event.get("exc_type") == "MemoryError"
+            self._failing.setdefault(str(event.get("nodeid")), ERROR if error else FAILED)
+        elif kind == "finish" and rank == 0:
+            nodeid = str(event.get("nodeid"))
+            if nodeid not in self._finished_seen:
+                self._finished_seen.add(nodeid)
+                self.progress.test_done(nodeid, self._failing.get(nodeid, "passed"))
+            self._failing.pop(nodeid, None)
+
+    # -- turning a launch into records ------------------------------------------------------------
+    def _take_collection(self, result: LaunchResult) -> None:
+        if self.collected:
+            return
+        for state in result.ranks:
+            events = state.reader.events
+            collected = next((e for e in events if e.get("event") == "collected"), None)
+            if collected is None:
+                continue
+            self.collected = True
+            for item in collected.get("items") or []:
+                nodeid = str(item["nodeid"])
+                self.items[nodeid] = (str(item.get("file") or ""), item.get("line"))
+                self.order.append(nodeid)
+            for error in (e for e in events if e.get("event") == "collecterror"):
+                nodeid = str(error.get("nodeid") or STARTUP_ID)
+                self._add(nodeid, Attempt(ERROR, kind=KIND_EXCEPTION, message="collection failed",
+                                          details=str(error.get("longrepr") or "")))
+            return
+
+    def _take_completed(self, result: LaunchResult, wanted: set[str]) -> set[str]:
+        """Tests whose protocol finished on every rank: merge their per-rank attempts."""
+        reports: dict[int, dict[str, list[Event]]] = {}
+        for state in result.ranks:
+            per_test: dict[str, list[Event]] = {}
+            for event in state.reader.events:
+                if event.get("event") == "report":
+                    per_test.setdefault(str(event.get("nodeid")), []).append(event)
+            reports[state.rank] = per_test
+        finished = [set(s.finished) for s in result.ranks]
+        done = set.intersection(*finished) & wanted if finished else set()
+        for nodeid in [n for n in self.order if n in done]:
+            per_rank = {r: attempt_from_reports(reports[r].get(nodeid, [])) for r in reports}
+            record = self._add(nodeid, merge_ranks(per_rank))
+            for rank in sorted(reports, reverse=True):  # rank 0's values win
+                record.properties.update(properties_from_reports(reports[rank].get(nodeid, [])))
+        return done
+
+    def _take_crash(self, result: LaunchResult) -> str | None:
+        """Record the launch's death against the test it interrupted; returns that node id."""
+        culprit = self._culprit(result)
+        nodeid = culprit.current if culprit is not None else None
+        if nodeid is None:  # the culprit was between tests: a peer may be inside one
+            nodeid = next((s.current for s in result.ranks if s.current is not None), None)
+        state = culprit or result.ranks[0]
+        attempt = self._crash_attempt(result, state, nodeid)
+        if nodeid is not None:
+            self._add(nodeid, attempt)
+            self.progress.test_done(nodeid, ERROR)
+            self._finished_seen.add(nodeid)
+            return nodeid
+        if not self.collected:
+            self._cell_record(STARTUP_ID, attempt)
+        else:
+            self._cell_record(SESSION_ID, attempt)
+        return None
+
+    def _culprit(self, result: LaunchResult) -> RankState | None:
+        if result.culprit is not None:
+            return result.ranks[result.culprit]
+        dead = [s for s in result.ranks if s.abnormal and not s.stopped]
+        return min(dead, key=lambda s: s.exited_at or 0.0) if dead else None
+
+    def _crash_attempt(self, result: LaunchResult, state: RankState, nodeid: str | None) -> Attempt:
+        code = state.returncode
+        stack = state.new_stack_text()
+        timed_out = state.timed_out or (code == 1 and not state.ended and "Timeout (" in stack)
+        where = f"during {nodeid}" if nodeid else ("before any test started" if not self.collected else "between tests")
+        if timed_out:
+            why = f"ran past its {self.timeout:g}s time limit (all thread stacks dumped)"
+            kind, sig, exit_code = KIND_TIMEOUT, None, None
+        elif code is not None and code < 0:
+            why = describe_exit(code)
+            kind, sig, exit_code = KIND_SIGNAL, -code, None
+        else:
+            why = describe_exit(code)
+            if state.ended and code is not None:
+                why += " (pytest internal or usage error)"
+            kind, sig, exit_code = KIND_EXIT, None, code
+        if self.cell.multiprocess:
+            peers = [s.rank for s in result.ranks if s.stopped and s is not state]
+            message = f"rank {state.rank} {why} {where}"
+            if peers:
+                message += f"; rank(s) {', '.join(map(str, peers))} stopped by the supervisor (SIGTERM, then SIGKILL)"
+            kind = KIND_RANK
+        else:
+            message = f"test {why}" if nodeid else f"pytest {why} {where}"
+        details = [message]
+        for other in [state, *[s for s in result.ranks if s is not state]]:
+            text = stack if other is state else other.new_stack_text()
+            if text.strip():
+                details.append(f"--- faulthandler, rank {other.rank} ---\n{text.strip()}")
+        segment = _segment(state.new_log_text(), nodeid)
+        started = state.test_started.get(nodeid or "", None)
+        duration = max(0.0, (state.exited_epoch or time.time()) - started) if started else 0.0
+        return Attempt(
+            outcome=ERROR,
+            duration=duration,
+            message=message,
+            details="\n\n".join(details),
+            stderr=segment,
+            kind=kind,
+            signal=sig,
+            exit_code=exit_code,
+        )
+
+    def _log_tail(self, state: RankState) -> str:
+        return _segment(state.new_log_text(), None)
+
+    # -- records ----------------------------------------------------------------------------------
+    def _add(self, nodeid: str, attempt: Attempt) -> TestRecord:
+        record = self.records.get(nodeid)
+        if record is None:
+            file, line = self.items.get(nodeid, (nodeid.partition("::")[0], None))
+            record = TestRecord(nodeid=nodeid, cell=self.cell.name, file=file, line=line)
+            self.records[nodeid] = record
+        record.attempts.append(attempt)
+        return record
+
+    def _cell_record(self, nodeid: str, attempt: Attempt) -> None:
+        record = self._add(nodeid, attempt)
+        record.file = ""
+
+    def _finalize(self, record: TestRecord) -> TestRecord:
+        cell = self.cell
+        props = {
+            "cell": cell.name,
+            "backend": cell.backend,
+            "devices": str(cell.total_devices),
+            "devices_per_process": str(cell.devices),
+            "processes": str(cell.processes),
+            "slices": str(cell.slices),
+            "runtime": f"{self.settings.runtime} {cell.runtime_label()}",
+            "jax": self.versions.get("jax", ""),
+            "jaxlib": self.versions.get("jaxlib", ""),
+        }
+        user = dict(record.properties)
+        record.properties = {**props, **{k: v for k, v in user.items() if k not in props}}
+        if "repro" not in record.properties:
+            target = record.nodeid if record.nodeid in self.items else " ".join(self.cell.paths)
+            record.properties["repro"] = f"{self.settings.repro_prefix} --cells {cell.name} -- {shlex.quote(target)}"
+        return record
+
+
+def _segment(log: str, nodeid: str | None) -> str:
+    """The raw output of a rank since ``nodeid`` started (its tail, for a whole-launch failure)."""
+    if nodeid is not None:
+        marker = f"[xharness] start {nodeid}\n"
+        at = log.rfind(marker)
+        if at >= 0:
+            log = log[at + len(marker):]
+    if len(log) > MAX_LOG_CHARS:
+        log = f"[... {len(log) - MAX_LOG_CHARS} characters dropped ...]\n" + log[-MAX_LOG_CHARS:]
+    return log

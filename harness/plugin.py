@@ -1,0 +1,368 @@
+"""The pytest plugin (entry point ``pytest11: xharness``): loaded by every pytest run in this venv.
+
+It makes ``pytest suites/`` a meaningful run on its own and is the in-process half of the matrix
+supervisor:
+
+* asks for 8 CPU devices before JAX initializes (the count cannot change afterwards), unless the
+  user chose one through ``JAX_NUM_CPU_DEVICES`` or ``--xla_force_host_platform_device_count``;
+* joins ``jax.distributed`` when the supervisor launched this process as one rank of a cell;
+* markers ``devices(n)``, ``processes(n)``, ``slices(n)``, ``cell(name, ...)`` that skip with the
+  reason when the current process cannot host the test, and fixtures ``mesh``, ``devices``,
+  ``runtime``;
+* under the supervisor (``--xharness-events``): streams per-test events, writes fatal-error and
+  timeout stacks with :mod:`faulthandler`, runs per-test start/end barriers across ranks, and keeps
+  only the tests the supervisor selected (so a restart after a crash runs just the rest).
+"""
+
+from __future__ import annotations
+
+import faulthandler
+import importlib.metadata
+import json
+import os
+import re
+import signal
+import sys
+import time
+from collections.abc import Generator
+from pathlib import Path
+from typing import Any, TextIO
+
+import pytest
+
+DEFAULT_CPU_DEVICES = 8
+_XLA_COUNT_RE = re.compile(r"(^|\s)--xla_force_host_platform_device_count(=|\s|$)")
+
+_MARKERS = (
+    "devices(n): needs at least n JAX devices (over all processes); skipped otherwise",
+    "processes(n): needs at least n JAX processes (a multi-process matrix cell); skipped otherwise",
+    "slices(n): needs at least n slices (real or simulated by the cell); skipped otherwise",
+    "cell(name, ...): runs only in the named matrix cells (--cell or HARNESS_CELL); skipped otherwise",
+    "multiprocess: exercises several processes or slices; multi-process cells select these with -m",
+)
+
+
+# -- device count, before anything initializes a JAX backend ------------------------------------
+def user_chose_device_count(environ: dict[str, str] | os._Environ[str] = os.environ) -> bool:
+    """True when the environment already fixes the CPU device count (wherever the flag stands)."""
+    if environ.get("JAX_NUM_CPU_DEVICES", "").strip():
+        return True
+    return bool(_XLA_COUNT_RE.search(environ.get("XLA_FLAGS", "")))
+
+
+def request_cpu_devices(count: int = DEFAULT_CPU_DEVICES) -> None:
+    """Ask JAX for ``count`` CPU devices unless the user chose a count."""
+    if user_chose_device_count():
+        return
+    os.environ["JAX_NUM_CPU_DEVICES"] = str(count)
+    jax = sys.modules.get("jax")
+    if jax is not None:  # imported before us: the env var was already read, set the option
+        try:
+            jax.config.update("jax_num_cpu_devices", count)
+        except Exception:  # noqa: BLE001 - backend already up; keep what it has
+            pass
+
+
+request_cpu_devices()  # at import: entry-point plugins load before conftest files and tests
+
+
+# -- options, markers, hypothesis profiles --------------------------------------------------------
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("xharness", "xharness device matrix")
+    group.addoption(
+        "--cell",
+        default=os.environ.get("HARNESS_CELL") or None,
+        help="matrix cell this process represents (default: $HARNESS_CELL; none for a plain run)",
+    )
+    group.addoption(
+        "--xharness-timeout",
+        type=float,
+        default=None,
+        help="per-test time limit in seconds: dump all thread stacks and exit the process",
+    )
+    group.addoption("--xharness-events", default=None, help="(supervisor) append JSON-line events here")
+    group.addoption("--xharness-stack", default=None, help="(supervisor) faulthandler output file")
+    group.addoption("--xharness-select", default=None, help="(supervisor) JSON list of node ids to run")
+
+
+def _register_hypothesis_profiles() -> None:
+    """Deterministic by default: a failing example is reproducible from the printed blob."""
+    try:
+        from hypothesis import settings
+    except ImportError:
+        return
+    settings.register_profile("xharness", deadline=None, derandomize=True, print_blob=True, database=None)
+    settings.register_profile("xharness-explore", deadline=None, max_examples=500, print_blob=True)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config: pytest.Config) -> None:
+    for line in _MARKERS:
+        config.addinivalue_line("markers", line)
+    request_cpu_devices()
+    _register_hypothesis_profiles()
+    if "hypothesis" in sys.modules and not config.getoption("hypothesis_profile", None):
+        from hypothesis import settings
+
+        settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "xharness"))
+    if _is_xdist_worker(config):
+        return
+    if os.environ.get("HARNESS_COORDINATOR"):
+        _join_distributed(config)
+    events = config.getoption("xharness_events")
+    if events:
+        config.pluginmanager.register(_Supervised(config, Path(events)), "xharness-supervised")
+
+
+def _is_xdist_worker(config: pytest.Config) -> bool:
+    return hasattr(config, "workerinput")
+
+
+def _join_distributed(config: pytest.Config) -> None:
+    """One rank of a multi-process cell: must run before any JAX call initializes a backend."""
+    import jax
+
+    jax.distributed.initialize(
+        coordinator_address=os.environ["HARNESS_COORDINATOR"],
+        num_processes=int(os.environ["HARNESS_PROCESSES"]),
+        process_id=int(os.environ["HARNESS_PROCESS_ID"]),
+        initialization_timeout=int(float(os.environ.get("HARNESS_INIT_TIMEOUT", "120"))),
+        # a dead peer is noticed by the supervisor first; this only bounds a lost supervisor
+        heartbeat_timeout_seconds=int(float(os.environ.get("HARNESS_HEARTBEAT_TIMEOUT", "30"))),
+    )
+
+
+# -- markers ---------------------------------------------------------------------------------------
+def current_cell(config: pytest.Config) -> str | None:
+    return config.getoption("cell", None) or os.environ.get("HARNESS_CELL") or None
+
+
+def _slice_count() -> int:
+    import jax
+
+    indices = {getattr(d, "slice_index", None) for d in jax.devices()}
+    if None not in indices:  # a platform with real slices
+        return len(indices)
+    return max(1, int(os.environ.get("HARNESS_NUM_SLICES", "1") or 1))
+
+
+def _marker_count(marker: pytest.Mark) -> int:
+    value = marker.args[0] if marker.args else marker.kwargs.get("n")
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise pytest.UsageError(f"@pytest.mark.{marker.name} needs a positive integer, got {value!r}")
+    return value
+
+
+def _unmet_requirement(item: pytest.Item) -> str | None:
+    """Why the current process cannot host ``item`` (None when it can)."""
+    cell_marker = item.get_closest_marker("cell")
+    if cell_marker is not None:
+        wanted = [str(a) for a in cell_marker.args]
+        here = current_cell(item.config)
+        if here not in wanted:
+            where = f"cell {here!r}" if here else "a run outside the matrix (no --cell)"
+            return f"runs only in cell(s) {', '.join(wanted)}; this is {where}"
+    needs = {m.name: _marker_count(m) for m in item.iter_markers() if m.name in ("devices", "processes", "slices")}
+    if not needs:
+        return None
+    import jax
+
+    have = {
+        "devices": lambda: jax.device_count(),
+        "processes": lambda: jax.process_count(),
+        "slices": _slice_count,
+    }
+    for name, need in needs.items():
+        got = have[name]()
+        if got < need:
+            return f"needs {need} {name}, this process has {got}"
+    return None
+
+
+# -- fixtures --------------------------------------------------------------------------------------
+@pytest.fixture
+def devices() -> list[Any]:
+    """All JAX devices of the cell (every process's devices in a multi-process cell)."""
+    import jax
+
+    return list(jax.devices())
+
+
+@pytest.fixture
+def runtime() -> Any:
+    """The runtime under test (the reference runtime, ``harness.runtime``)."""
+    import harness.runtime
+
+    return harness.runtime
+
+
+@pytest.fixture
+def mesh(runtime: Any, devices: list[Any]) -> Any:
+    """A 1-D mesh over every device, axis ``data``."""
+    n = len(devices)
+    return runtime.Mesh(list(range(n)), (n,), ("data",))
+
+
+# -- per-test hooks that apply in every run -------------------------------------------------------
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    reason = _unmet_requirement(item)
+    if reason:
+        pytest.skip(reason)
+
+
+# -- the supervised half ---------------------------------------------------------------------------
+class _Supervised:
+    """Registered only when the supervisor launched this pytest (``--xharness-events``)."""
+
+    def __init__(self, config: pytest.Config, events_path: Path) -> None:
+        from harness.matrix.events import EventWriter
+
+        self.config = config
+        self.writer = EventWriter(events_path)
+        self.rank = int(os.environ.get("HARNESS_PROCESS_ID", "0"))
+        self.timeout: float | None = config.getoption("xharness_timeout")
+        self.stack_file: TextIO | None = None
+        self.barriers = int(os.environ.get("HARNESS_PROCESSES", "1")) > 1 and bool(
+            os.environ.get("HARNESS_COORDINATOR")
+        )
+        self.counter = 0
+        select = config.getoption("xharness_select")
+        self.select: list[str] | None = json.loads(Path(select).read_text()) if select else None
+
+    # session
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        stack = self.config.getoption("xharness_stack")
+        if stack:  # after pytest's own faulthandler plugin, so ours wins
+            self.stack_file = open(stack, "a", buffering=1)  # noqa: SIM115 - open for the session
+            faulthandler.enable(file=self.stack_file, all_threads=True)
+            faulthandler.register(signal.SIGUSR1, file=self.stack_file, all_threads=True)
+        self.writer.emit(
+            "session",
+            pid=os.getpid(),
+            rank=self.rank,
+            cell=current_cell(self.config),
+            python=sys.version.split()[0],
+            jax=_version("jax"),
+            jaxlib=_version("jaxlib"),
+            time=time.time(),
+        )
+
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        faulthandler.cancel_dump_traceback_later()
+        self.writer.emit("end", exitstatus=int(exitstatus), time=time.time())
+
+    def pytest_unconfigure(self, config: pytest.Config) -> None:
+        self.writer.close()
+
+    # collection
+    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+        if report.failed:
+            self.writer.emit("collecterror", nodeid=report.nodeid, longrepr=str(report.longrepr))
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
+        if self.select is None:
+            return
+        wanted = set(self.select)
+        kept = [i for i in items if i.nodeid in wanted]
+        dropped = [i for i in items if i.nodeid not in wanted]
+        if dropped:
+            config.hook.pytest_deselected(items=dropped)
+        items[:] = kept
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        listed = []
+        for item in session.items:
+            path, line, _ = item.location
+            listed.append({"nodeid": item.nodeid, "file": path, "line": None if line is None else line + 1})
+        self.writer.emit("collected", items=listed)
+
+    # tests
+    def pytest_runtest_logstart(self, nodeid: str, location: tuple[str, int | None, str]) -> None:
+        self.writer.emit("start", nodeid=nodeid, time=time.time())
+        try:  # a marker in the raw log, so a crash can be matched with its native output
+            os.write(2, f"\n[xharness] start {nodeid}\n".encode("utf-8", "replace"))
+        except OSError:
+            pass
+        if self.timeout and self.stack_file is not None:
+            faulthandler.dump_traceback_later(self.timeout, exit=True, file=self.stack_file)
+
+    def pytest_runtest_logfinish(self, nodeid: str, location: tuple[str, int | None, str]) -> None:
+        faulthandler.cancel_dump_traceback_later()
+        self.writer.emit("finish", nodeid=nodeid, time=time.time())
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_makereport(
+        self, item: pytest.Item, call: pytest.CallInfo[None]
+    ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+        report = yield
+        if call.excinfo is not None:
+            report.xharness_exc_type = call.excinfo.typename  # type: ignore[attr-defined]
+        return report
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        message = ""
+        crash = getattr(report.longrepr, "reprcrash", None)
+        if crash is not None:
+            message = str(crash.message)
+        elif isinstance(report.longrepr, tuple) and len(report.longrepr) == 3:
+            message = str(report.longrepr[2])  # a skip: (path, line, reason)
+        self.writer.emit(
+            "report",
+            nodeid=report.nodeid,
+            when=report.when,
+            outcome=report.outcome,
+            duration=report.duration,
+            message=message,
+            longrepr=report.longreprtext if report.failed else "",
+            wasxfail=getattr(report, "wasxfail", None),
+            exc_type=getattr(report, "xharness_exc_type", None),
+            stdout=report.capstdout,
+            stderr=report.capstderr,
+            properties=[[str(k), str(v)] for k, v in report.user_properties],
+        )
+
+    # cross-rank barriers
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_setup(self, item: pytest.Item) -> None:
+        if self.barriers:
+            self.counter += 1
+            _barrier(f"start-{self.counter}", self.timeout)
+
+    @pytest.hookimpl(wrapper=True, trylast=True)
+    def pytest_runtest_teardown(self, item: pytest.Item, nextitem: pytest.Item | None) -> Generator[None, None, None]:
+        try:
+            return (yield)
+        finally:
+            if self.barriers:
+                _barrier(f"end-{self.counter}", self.timeout)
+
+
+def _barrier(name: str, timeout: float | None) -> None:
+    """Wait until every rank reaches ``name``; raises after ``timeout`` seconds.
+
+    Uses the coordination service's key-value barrier (milliseconds, and it can time out) when the
+    installed JAX exposes it, else a device-level sync.
+    """
+    limit_ms = int(1000 * (timeout or 300))
+    try:
+        from jax._src import distributed
+
+        client = distributed.global_state.client
+    except (ImportError, AttributeError):
+        client = None
+    if client is not None and hasattr(client, "wait_at_barrier"):
+        client.wait_at_barrier(f"xharness-{name}", limit_ms)
+        return
+    from jax.experimental import multihost_utils
+
+    multihost_utils.sync_global_devices(f"xharness-{name}")
+
+
+def _version(dist: str) -> str:
+    try:
+        return importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError:
+        return ""
