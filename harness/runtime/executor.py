@@ -252,19 +252,24 @@ def _compile(graph: Graph, roots: tuple[int, ...], out_shardings: tuple, donate:
         metrics.cache_hits += 1
         return hit
     fn = ir.lower(graph.program, roots)
-    # JAX names the layout of every output it chose itself on the mesh of the *first* argument
-    # with a NamedSharding, and fails (IndivisibleError) when that is the 1-d mesh of replicated
-    # data while an output is split over a user mesh of another shape. Sharded inputs go first.
+    # Replicated data lives on a 1-d mesh of its own; when it meets data split over a user mesh of
+    # another shape, JAX can name the layout of an output it chose itself on the wrong mesh and
+    # fail (IndivisibleError). Two causes, two guards: input layouts go to ``jit`` itself rather
+    # than onto the abstract arguments (where they would land on the traced types), and JAX names
+    # outputs on the mesh of the first argument, so split inputs go first.
     order = tuple(sorted(range(len(graph.inputs)), key=lambda i: _is_replicated(graph.inputs[i].sharding)))
     position = {graph_index: arg for arg, graph_index in enumerate(order)}
 
     def reordered(*args: Any) -> tuple:
         return fn(*(args[position[i]] for i in range(len(order))))
 
-    jitted = jax.jit(reordered, out_shardings=out_shardings, donate_argnums=tuple(position[i] for i in donate))
-    structs = [
-        jax.ShapeDtypeStruct(d.aval.shape, d.aval.dtype, sharding=d.sharding) for d in (graph.inputs[i] for i in order)
-    ]
+    jitted = jax.jit(
+        reordered,
+        in_shardings=tuple(graph.inputs[i].sharding for i in order),
+        out_shardings=out_shardings,
+        donate_argnums=tuple(position[i] for i in donate),
+    )
+    structs = [jax.ShapeDtypeStruct(graph.inputs[i].aval.shape, graph.inputs[i].aval.dtype) for i in order]
     compiled = jitted.lower(*structs).compile()
     exe = Executable(compiled, tuple(compiled.output_shardings), order)
     with _cache_lock:

@@ -1,0 +1,41 @@
+"""Fixtures for the model training tests.
+
+Every test starts from the default runtime options and leaves nothing behind: options are restored,
+a pending graph a test left (for example one that reproduced a bug) is forgotten, and a simulated
+multi-slice topology is discovered afresh by the next test that needs one.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator
+
+if "jax" not in sys.modules:  # the project plugin normally asks for the devices first
+    os.environ.setdefault("JAX_NUM_CPU_DEVICES", "8")
+
+import jax
+import pytest
+
+import harness.runtime as xr
+
+
+@pytest.fixture(autouse=True)
+def clean_runtime() -> Iterator[None]:
+    previous = xr.configure()
+    try:
+        yield
+    finally:
+        try:
+            xr.wait_device_ops()
+        finally:
+            xr.forget_pending()
+            xr.config.restore(previous)
+            found = xr.topology._topology
+            if found is not None and found.num_slices != max(1, xr.options.num_slices):
+                xr.topology.reset()  # a simulated multi-slice topology from this test
+
+
+@pytest.fixture
+def ndev() -> int:
+    return len(jax.devices())
