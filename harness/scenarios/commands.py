@@ -1,0 +1,175 @@
+"""``xharness list`` and ``xharness repro``: the catalog from the command line.
+
+``repro`` runs the scenario in a child process configured as the requested cell (8 CPU devices by
+default), judges the outcome (a death by signal is matched against the scenario's signal
+signatures) and always prints the one command that replays the run exactly.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from typing import Any
+
+DEFAULT_DEVICES = 8
+RUNTIMES = ("reference",)
+
+
+def add_parsers(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("list", help="list the failure catalog")
+    p.add_argument("--json", action="store_true", help="one JSON array of scenario records")
+    p.set_defaults(handler=cmd_list)
+
+    p = sub.add_parser("repro", help="run one scenario, fixed or injected")
+    p.add_argument("scenario")
+    p.add_argument("--inject", action="store_true", help="turn the scenario's fault switch on")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--cell", default=None, help="a cell of the matrix file (default: 8 CPU devices)")
+    p.add_argument("--matrix", default=None, help="matrix file for --cell (default ci/matrix.toml)")
+    p.add_argument("--runtime", default="reference", help="runtime under test")
+    p.add_argument("--timeout", type=float, default=600.0, help="seconds before the run counts as hung")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(handler=cmd_repro)
+
+
+def _record(s: Any) -> dict[str, Any]:
+    return {
+        "id": s.id,
+        "title": s.title,
+        "upstream": list(s.upstream),
+        "links": s.upstream_links(),
+        "component": s.component,
+        "trigger": s.trigger,
+        "fault": s.fault,
+        "signatures": [{"name": sig.name, "match": sig.describe(), "crash_mode": sig.crash_mode} for sig in s.signatures],
+        "variants": list(s.variants),
+        "needs": {"devices": s.needs.devices, "device_multiple": s.needs.device_multiple, "processes": s.needs.processes},
+    }
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    from harness.scenarios import registry
+
+    scenarios = registry.all_scenarios()
+    if args.json:
+        print(json.dumps([_record(s) for s in scenarios], indent=2))
+        return 0
+    width = max(len(s.id) for s in scenarios)
+    for s in scenarios:
+        print(f"{s.id:<{width}}  {s.title}")
+        print(f"{'':<{width}}  upstream: {', '.join(s.upstream)}; signatures: {', '.join(sig.describe() for sig in s.signatures)}")
+    return 0
+
+
+def _cell_environment(args: argparse.Namespace) -> tuple[dict[str, str], int]:
+    """The child's environment and its device count, for ``--cell`` or the default."""
+    from harness.cli import UsageError
+
+    env = dict(os.environ)
+    if args.cell is None:
+        flags = env.get("XLA_FLAGS", "")
+        match = re.search(r"--xla_force_host_platform_device_count=(\d+)", flags)
+        if match:
+            return env, int(match.group(1))
+        env.setdefault("JAX_NUM_CPU_DEVICES", str(DEFAULT_DEVICES))
+        return env, int(env["JAX_NUM_CPU_DEVICES"])
+    from pathlib import Path
+
+    from harness.matrix.config import MatrixError, default_matrix_path, load_matrix
+    from harness.matrix.probe import probe
+
+    try:
+        matrix = load_matrix(Path(args.matrix) if args.matrix else default_matrix_path())
+        (cell,) = matrix.select([args.cell])
+    except MatrixError as exc:
+        raise UsageError(str(exc)) from None
+    if cell.processes > 1:
+        raise UsageError(f"cell {cell.name!r} runs {cell.processes} processes; repro runs single-process cells (use `xharness run --cells {cell.name}`)")
+    available = probe(cell)
+    if not available.available:
+        raise UsageError(f"cell {cell.name!r} cannot run on this machine: {available.reason}")
+    env.update(cell.environment(args.runtime))
+    return env, cell.devices
+
+
+def cmd_repro(args: argparse.Namespace) -> int:
+    from harness.cli import UsageError
+    from harness.scenarios import child, registry, runner
+
+    try:
+        scenario = registry.get(args.scenario)
+    except registry.UnknownScenario as exc:
+        raise UsageError(str(exc)) from None
+    if args.runtime not in RUNTIMES:
+        raise UsageError(f"unknown runtime {args.runtime!r}; known: {', '.join(RUNTIMES)}")
+    env, devices = _cell_environment(args)
+    unmet = scenario.needs.unmet(devices)
+    if unmet:
+        raise UsageError(f"scenario {scenario.id!r} cannot run on {args.cell or f'{devices} devices'}: {unmet}")
+    cmd = [sys.executable, "-m", "harness.scenarios.child", scenario.id, "--seed", str(args.seed)]
+    if args.inject:
+        cmd.append("--inject")
+    if args.cell:
+        cmd += ["--cell", args.cell]
+    replay = runner.repro_command(scenario.id, args.inject, args.seed, args.cell)
+    if os.environ.get("HARNESS_CRASH_MODE"):
+        replay = f"HARNESS_CRASH_MODE={os.environ['HARNESS_CRASH_MODE']} {replay}"
+    start = time.perf_counter()
+    try:
+        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=args.timeout)
+    except subprocess.TimeoutExpired as exc:
+        out = _result(scenario.id, args, runner.FAILED, f"hung: no result within {args.timeout:.0f} s", start, replay)
+        return _emit(out, args, str(exc.stderr or ""))
+    if proc.returncode == child.EXIT_CANNOT_HOST:
+        raise UsageError(proc.stderr.strip() or f"scenario {scenario.id!r} cannot run in this cell")
+    line = next((ln for ln in proc.stdout.splitlines() if ln.startswith(child.RESULT_MARKER)), None)
+    if line is not None:
+        out = json.loads(line[len(child.RESULT_MARKER) :])
+        out["run_seconds"] = out.pop("seconds")
+        out.update(seconds=round(time.perf_counter() - start, 3), repro=replay, cell=args.cell)
+    elif proc.returncode < 0:
+        signum = -proc.returncode
+        sig = scenario.signature_for_signal(signum)
+        name = signal.Signals(signum).name
+        outcome = runner.REPRODUCED if (args.inject and sig) else runner.FAILED
+        out = _result(scenario.id, args, outcome, sig.name if sig else f"signal {name}", start, replay)
+        out["error"] = f"the process died on {name}"
+    else:
+        out = _result(scenario.id, args, runner.FAILED, f"exit {proc.returncode} without a result", start, replay)
+    return _emit(out, args, proc.stderr)
+
+
+def _result(scenario: str, args: argparse.Namespace, outcome: str, signature: str, start: float, replay: str) -> dict[str, Any]:
+    return {
+        "scenario": scenario,
+        "mode": "injected" if args.inject else "fixed",
+        "outcome": outcome,
+        "signature": signature,
+        "seed": args.seed,
+        "seconds": round(time.perf_counter() - start, 3),
+        "variants": [],
+        "repro": replay,
+        "cell": args.cell,
+    }
+
+
+def _emit(out: dict[str, Any], args: argparse.Namespace, stderr: str) -> int:
+    ok = out["outcome"] in ("passed", "reproduced")
+    if args.json:
+        print(json.dumps(out))
+    else:
+        seen = f": {out['signature']}" if out.get("signature") else ""
+        print(f"{out['scenario']} [{out['mode']}] {out['outcome']}{seen} ({out['seconds']:.1f} s, seed {out['seed']})")
+        for v in out.get("variants", []):
+            detail = f" - {v['error']}" if v.get("error") else ""
+            print(f"  {v['variant']}: {v['outcome']}{detail}")
+        if not ok and stderr.strip():
+            print("\n".join(stderr.strip().splitlines()[-30:]), file=sys.stderr)
+        print(f"replay: {out['repro']}")
+    return 0 if ok else 1

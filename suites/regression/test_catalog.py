@@ -1,0 +1,34 @@
+"""Every catalog scenario in both modes: fixed must pass, injected must reproduce its signature."""
+
+from __future__ import annotations
+
+import jax
+import pytest
+
+from harness.scenarios import registry, runner
+
+SCENARIOS = registry.all_scenarios()
+SEED = 0
+
+
+@pytest.mark.parametrize("mode", ["fixed", "injected"])
+@pytest.mark.parametrize("scenario", SCENARIOS, ids=[s.id for s in SCENARIOS])
+def test_scenario(scenario, mode: str, record_property) -> None:
+    if jax.process_count() > 1:
+        pytest.skip("catalog scenarios run in single-process cells")
+    devices = len(jax.devices())
+    unmet = scenario.needs.unmet(devices)
+    if unmet:
+        pytest.skip(f"{scenario.id}: {unmet}")
+    inject = mode == "injected"
+    result = runner.run(scenario, inject, SEED, devices)
+    record_property("scenario", scenario.id)
+    record_property("mode", mode)
+    record_property("seed", str(SEED))
+    record_property("repro", result.repro)
+    details = "\n".join(f"{v.variant}: {v.outcome} {v.error}\n{v.traceback}" for v in result.variants)
+    expected = runner.REPRODUCED if inject else runner.PASSED
+    assert result.outcome == expected, f"{scenario.id} [{mode}] {result.outcome}; replay: {result.repro}\n{details}"
+    if inject:
+        names = {sig.name for sig in scenario.signatures}
+        assert all(v.signature in names for v in result.variants), details

@@ -1,0 +1,73 @@
+"""The runner's verdicts: a scenario without teeth, or one catching the wrong bug, fails."""
+
+from __future__ import annotations
+
+import pytest
+
+import harness.runtime as xr
+from harness.scenarios import runner
+from harness.scenarios.base import Context, InvariantViolation, Needs, Scenario, Signature
+
+
+def _scenario(variant) -> Scenario:
+    return Scenario(
+        id="synthetic",
+        title="synthetic",
+        upstream=("example/repo#1",),
+        component="none",
+        trigger="none",
+        fault=xr.faults.UNHASHABLE_SPEC,
+        signatures=(Signature("invariant", InvariantViolation, r"^broken"),),
+        variants={"only": variant},
+    )
+
+
+def passes(ctx: Context) -> None:
+    return None
+
+
+def breaks(ctx: Context) -> None:
+    raise InvariantViolation("broken on purpose")
+
+
+def wrong_bug(ctx: Context) -> None:
+    raise ValueError("something else")
+
+
+def broken_only_when_injected(ctx: Context) -> None:
+    if xr.faults.active(xr.faults.UNHASHABLE_SPEC):
+        raise InvariantViolation("broken by the switch")
+
+
+@pytest.mark.parametrize(
+    ("variant", "inject", "expected"),
+    [
+        (passes, False, runner.PASSED),
+        (passes, True, runner.NOT_REPRODUCED),  # no teeth
+        (breaks, False, runner.FAILED),
+        (wrong_bug, True, runner.FAILED),  # caught something, not its bug
+        (broken_only_when_injected, True, runner.REPRODUCED),
+        (broken_only_when_injected, False, runner.PASSED),
+    ],
+)
+def test_verdict(variant, inject: bool, expected: str) -> None:
+    result = runner.run(_scenario(variant), inject, seed=3, devices=1)
+    assert result.outcome == expected
+    assert result.ok == (expected in (runner.PASSED, runner.REPRODUCED))
+    assert result.repro == f"xharness repro synthetic{' --inject' if inject else ''} --seed 3"
+
+
+def test_fault_switch_is_off_again_after_a_run() -> None:
+    runner.run(_scenario(broken_only_when_injected), True, seed=0, devices=1)
+    assert not xr.faults.active(xr.faults.UNHASHABLE_SPEC)
+
+
+def test_needs() -> None:
+    needs = Needs(devices=2, device_multiple=2)
+    assert needs.unmet(1) and "at least 2" in needs.unmet(1)
+    assert needs.unmet(3) and "multiple of 2" in needs.unmet(3)
+    assert needs.unmet(4) is None
+
+
+def test_upstream_links() -> None:
+    assert _scenario(passes).upstream_links() == ["https://github.com/example/repo/issues/1"]
