@@ -59,7 +59,8 @@ def _read_unsynced(t: Tensor) -> np.ndarray:
 
 def _encode(obj: Any, values: dict[int, np.ndarray], arrays: list[np.ndarray], where: str) -> Any:
     if isinstance(obj, Tensor | np.ndarray):
-        arrays.append(np.ascontiguousarray(values[id(obj)] if isinstance(obj, Tensor) else obj))
+        # not ascontiguousarray: it turns a 0-d array into shape (1,)
+        arrays.append(np.asarray(values[id(obj)] if isinstance(obj, Tensor) else obj, order="C"))
         return {"t": "tensor" if isinstance(obj, Tensor) else "ndarray", "i": len(arrays) - 1}
     if isinstance(obj, dict):
         items = []
