@@ -1,0 +1,359 @@
+"""``xharness bench``: steady-state training-step time of the reference runtime vs. plain JAX.
+
+Why it exists: the runtime records IR op by op in Python and only then hands XLA one program, so
+its cost over ``jax.jit`` is per-step Python work (recording, graph walk, cache lookup, the
+executor handoff). A tiny step shows that overhead almost alone; a medium step shows whether the
+compiled program itself is as good as JAX's; the tiny ViT shows a realistic op count.
+
+Cases (all data-parallel on a 1-D mesh of 4 CPU devices: batch sharded, parameters replicated,
+SGD, parameters donated on both sides):
+
+- ``tiny``: linear model, batch 64, 64 -> 16, MSE (per-step overhead dominates);
+- ``medium``: linear model, batch 1024, 1024 -> 256, MSE (compute dominates);
+- ``vit``: ``models.TinyViT`` (defaults, attention through the kernel path), batch 16,
+  softmax cross-entropy.
+
+Device count: JAX fixes it when its backend starts, and the process running the CLI may already
+have started it with another count, so every case runs in a fresh child process
+(``python -m harness.bench --child CASE``) with ``JAX_NUM_CPU_DEVICES=4``; the child prints one
+JSON line and the parent collects them.
+
+Timing method (the same on both sides, so the ratio is fair): each step is timed on its own, from
+before the first op is recorded to the moment the step's results exist on the device:
+
+- runtime: forward, ``backward``, ``opt.step``, ``opt.zero_grad``, ``xr.mark_step()``, then
+  ``xr.wait_device_ops()``, which returns once the step's execution has completed on the device;
+  nothing is read back to the host;
+- JAX: one call of the ``jax.jit``-ed step (``donate_argnums`` on the parameters), then
+  ``jax.block_until_ready`` on its outputs.
+
+Both sides therefore pay dispatch and device time and neither pipelines one step under the next.
+The reported figure is the median of the per-step times (``--steps``, at least 50 for a published
+figure, after ``--warmup`` untimed steps that include every compile). Timed steps alternate in
+blocks (runtime block, JAX block, then JAX first in the next round, ...) so that noise from a
+shared machine lands on both sides alike. Before timing, the first step's loss of both sides is
+compared: the two sides must compute the same thing for the ratio to mean anything.
+
+Targets (reported, never asserted: timing on a shared machine is not a test): tiny ratio below
+3.0 (aim 1.5), medium ratio at most 1.1. Runtime compiles during the timed steps must be 0; a
+non-zero count makes the command exit 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+DEVICES = 4
+BLOCK = 10  # timed steps per interleaved block
+
+
+@dataclass(frozen=True)
+class Case:
+    """One benchmark configuration."""
+
+    name: str
+    description: str
+    target: float | None  # the ratio (runtime / jax) the runtime must stay at or under, if any
+    target_text: str
+
+
+CASES: dict[str, Case] = {
+    "tiny": Case("tiny", "linear 64->16, batch 64, MSE, SGD", 3.0, "< 3.0 (aim 1.5)"),
+    "medium": Case("medium", "linear 1024->256, batch 1024, MSE, SGD", 1.1, "<= 1.1"),
+    "vit": Case("vit", "TinyViT (8x8x3, dim 16, depth 2), batch 16, softmax CE, SGD", None, "-"),
+}
+
+LINEAR_SIZES = {"tiny": (64, 64, 16), "medium": (1024, 1024, 256)}  # batch, in, out
+VIT_BATCH = 16
+LR = 0.01
+
+
+# --------------------------------------------------------------------------- CLI (parent)
+
+
+def add_parsers(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "bench",
+        help="steady-state step time of the runtime vs. plain jax.jit (4 CPU devices)",
+        description=__doc__.split("\n\n")[0] if __doc__ else None,
+    )
+    parser.add_argument("--steps", type=int, default=100, help="timed steps per side (default 100)")
+    parser.add_argument("--warmup", type=int, default=10, help="untimed steps per side first (default 10)")
+    parser.add_argument("--json", action="store_true", help="print one JSON document")
+    parser.add_argument("--only", choices=sorted(CASES), help="run one case")
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from harness.cli import UsageError
+
+    if args.steps < 1 or args.warmup < 1:
+        raise UsageError("--steps and --warmup must be at least 1")
+    names = [args.only] if args.only else list(CASES)
+    results = [_run_child(name, args.steps, args.warmup) for name in names]
+    report = {
+        "command": "xharness bench " + " ".join(sys.argv[2:]) if sys.argv[1:2] == ["bench"] else "xharness bench",
+        "devices": DEVICES,
+        "steps": args.steps,
+        "warmup": args.warmup,
+        "method": "per-step wall time to device completion, median; runtime and jax blocks interleaved",
+        "cases": results,
+    }
+    if args.json:
+        print(json.dumps(report, indent=2))
+    else:
+        _print_table(report)
+    failed = any("error" in r or r["runtime_compiles"]["timed"] != 0 for r in results)
+    return 1 if failed else 0
+
+
+def _child_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["JAX_NUM_CPU_DEVICES"] = str(DEVICES)
+    env["JAX_PLATFORMS"] = "cpu"
+    # an inherited forced host device count would fight JAX_NUM_CPU_DEVICES
+    flags = [f for f in env.get("XLA_FLAGS", "").split() if not f.startswith("--xla_force_host_platform_device_count")]
+    env["XLA_FLAGS"] = " ".join(flags)
+    return env
+
+
+def _run_child(name: str, steps: int, warmup: int) -> dict[str, Any]:
+    cmd = [sys.executable, "-m", "harness.bench", "--child", name, "--steps", str(steps), "--warmup", str(warmup)]
+    try:
+        proc = subprocess.run(cmd, env=_child_env(), capture_output=True, text=True, timeout=1800)
+    except subprocess.TimeoutExpired:
+        return {"name": name, "error": "benchmark child timed out after 1800 s"}
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
+    if proc.returncode != 0 or not lines:
+        tail = (proc.stderr or proc.stdout).strip().splitlines()[-15:]
+        return {"name": name, "error": f"benchmark child exited {proc.returncode}", "stderr": "\n".join(tail)}
+    result: dict[str, Any] = json.loads(lines[-1])
+    return result
+
+
+def _print_table(report: dict[str, Any]) -> None:
+    print(
+        f"xharness bench: {report['devices']} CPU devices, data-parallel; median of {report['steps']} "
+        f"timed steps per side after {report['warmup']} warm-up steps"
+    )
+    header = f"{'case':<8} {'runtime ms':>11} {'jax ms':>9} {'ratio':>7}  {'target':<16} {'compiles (warm-up/timed)':<25} loss diff"
+    print(header)
+    print("-" * len(header))
+    for r in report["cases"]:
+        if "error" in r:
+            print(f"{r['name']:<8} ERROR: {r['error']}")
+            if r.get("stderr"):
+                print("  " + r["stderr"].replace("\n", "\n  "))
+            continue
+        c = r["runtime_compiles"]
+        mark = "" if r["meets_target"] is None else (" ok" if r["meets_target"] else " MISSED")
+        print(
+            f"{r['name']:<8} {r['runtime_ms']['median']:>11.3f} {r['jax_ms']['median']:>9.3f} "
+            f"{r['ratio']:>7.2f}  {r['target'] + mark:<16} {str(c['warmup']) + '/' + str(c['timed']):<25} "
+            f"{r['loss_abs_diff']:.2e}"
+        )
+    for r in report["cases"]:
+        if "error" not in r:
+            print(f"  {r['name']}: {r['description']}")
+
+
+# --------------------------------------------------------------------------- child: the models
+
+
+def _stats(times: list[float]) -> dict[str, float]:
+    ms = sorted(t * 1e3 for t in times)
+    return {
+        "median": statistics.median(ms),
+        "mean": statistics.fmean(ms),
+        "p10": ms[int(0.1 * (len(ms) - 1))],
+        "p90": ms[int(0.9 * (len(ms) - 1))],
+        "min": ms[0],
+    }
+
+
+def _jax_linear(params: dict[str, Any], x: Any) -> Any:
+    return x @ params["fc.weight"].T + params["fc.bias"]
+
+
+def _jax_vit(cfg: dict[str, int]) -> Callable[[dict[str, Any], Any], Any]:
+    """TinyViT's forward written directly in JAX (same layout as ``models.TinyViT``)."""
+    import jax
+    import jax.numpy as jnp
+
+    from harness.runtime.kernels import attention_kernel
+
+    def linear(p: dict[str, Any], name: str, x: Any) -> Any:
+        return x @ p[name + ".weight"].T + p[name + ".bias"]
+
+    def layernorm(p: dict[str, Any], name: str, x: Any) -> Any:
+        c = x - x.mean(-1, keepdims=True)
+        var = (c * c).mean(-1, keepdims=True)
+        return c * jax.lax.rsqrt(var + 1e-5) * p[name + ".weight"] + p[name + ".bias"]
+
+    g, pt, d, heads = cfg["image"] // cfg["patch"], cfg["patch"], cfg["dim"], cfg["heads"]
+
+    def forward(p: dict[str, Any], images: Any) -> Any:
+        b, c = images.shape[:2]
+        patches = images.reshape(b, c, g, pt, g, pt).transpose(0, 2, 4, 1, 3, 5).reshape(b, g * g, c * pt * pt)
+        x = (p["patch_embed.weight"] @ patches.transpose(0, 2, 1) + p["patch_embed.bias"]).transpose(0, 2, 1)
+        x = jnp.concatenate([jnp.broadcast_to(p["cls_token"], (b, 1, d)), x], axis=1) + p["pos_embed"]
+        n = x.shape[1]
+        for i in range(cfg["depth"]):
+            pre = f"blocks.{i}."
+            qkv = linear(p, pre + "attn.qkv", layernorm(p, pre + "norm1", x))
+            qkv = qkv.reshape(b, n, 3, heads, d // heads).transpose(2, 0, 3, 1, 4)
+            out = attention_kernel(qkv[0], qkv[1], qkv[2]).transpose(0, 2, 1, 3).reshape(b, n, d)
+            x = x + linear(p, pre + "attn.proj", out)
+            hidden = jax.nn.gelu(linear(p, pre + "fc1", layernorm(p, pre + "norm2", x)), approximate=False)
+            x = x + linear(p, pre + "fc2", hidden)
+        return linear(p, "head", layernorm(p, "norm", x)[:, 0])
+
+    return forward
+
+
+def _measure(name: str, steps: int, warmup: int) -> dict[str, Any]:
+    import jax
+    from jax.sharding import NamedSharding, PartitionSpec
+
+    import harness.runtime as xr
+    from harness.runtime import models, nn
+
+    if jax.device_count() != DEVICES:
+        raise RuntimeError(f"expected {DEVICES} CPU devices, JAX has {jax.device_count()} (JAX_NUM_CPU_DEVICES)")
+    rng = np.random.default_rng(0)
+    xr.manual_seed(0)
+    mesh = xr.Mesh(list(range(DEVICES)), (DEVICES,), ("data",))
+    jmesh = mesh.jax_mesh
+
+    if name in LINEAR_SIZES:
+        batch, fin, fout = LINEAR_SIZES[name]
+        model: nn.Module = models.LinearModel(fin, fout)
+        x_host = rng.standard_normal((batch, fin)).astype(np.float32)
+        y_host = rng.standard_normal((batch, fout)).astype(np.float32)
+        rt_loss: Callable[[Any, Any], Any] = nn.mse_loss
+        jax_forward: Callable[[dict[str, Any], Any], Any] = _jax_linear
+
+        def jax_loss_of(out: Any, y: Any) -> Any:
+            return ((out - y) ** 2).mean()
+    else:
+        cfg = {"image": 8, "patch": 4, "channels": 3, "dim": 16, "depth": 2, "heads": 2, "classes": 10}
+        model = models.TinyViT(**cfg)
+        x_host = rng.standard_normal((VIT_BATCH, cfg["channels"], cfg["image"], cfg["image"])).astype(np.float32)
+        y_host = np.eye(cfg["classes"], dtype=np.float32)[rng.integers(0, cfg["classes"], VIT_BATCH)]
+        rt_loss = nn.cross_entropy
+        jax_forward = _jax_vit(cfg)
+
+        def jax_loss_of(out: Any, y: Any) -> Any:
+            return -(jax.nn.log_softmax(out, axis=-1) * y).sum(-1).mean()
+
+    batch_spec = ("data",) + (None,) * (x_host.ndim - 1)
+    label_spec = ("data",) + (None,) * (y_host.ndim - 1)
+
+    # ---- the JAX side: same initial parameters, same data layout
+    replicated = NamedSharding(jmesh, PartitionSpec())
+    params = {k: jax.device_put(p.numpy(), replicated) for k, p in model.named_parameters()}
+    param_shardings = {k: replicated for k in params}
+    jx = jax.device_put(x_host, NamedSharding(jmesh, PartitionSpec(*batch_spec)))
+    jy = jax.device_put(y_host, NamedSharding(jmesh, PartitionSpec(*label_spec)))
+
+    def jax_step(params: dict[str, Any], x: Any, y: Any) -> tuple[dict[str, Any], Any]:
+        loss, grads = jax.value_and_grad(lambda p: jax_loss_of(jax_forward(p, x), y))(params)
+        return jax.tree.map(lambda p, g: p - g * LR, params, grads), loss
+
+    jitted = jax.jit(jax_step, donate_argnums=(0,), out_shardings=(param_shardings, replicated))
+    state = {"params": params}
+
+    def run_jax() -> Any:
+        new, loss = jitted(state["params"], jx, jy)
+        jax.block_until_ready((new, loss))
+        state["params"] = new
+        return loss
+
+    # ---- the runtime side
+    x = xr.tensor(x_host)
+    y = xr.tensor(y_host)
+    xr.mark_sharding(x, mesh, batch_spec)
+    xr.mark_sharding(y, mesh, label_spec)
+    opt = xr.optim.SGD(model.parameters(), lr=LR)
+
+    def run_runtime() -> Any:
+        loss = rt_loss(model(x), y)
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        xr.mark_step()
+        xr.wait_device_ops()
+        return loss
+
+    # ---- same first step on both sides (the comparison is only fair if they compute the same)
+    compiles0 = xr.compile_count()
+    first_rt = float(run_runtime().numpy())
+    first_jax = float(np.asarray(run_jax()))
+    for _ in range(warmup - 1):
+        run_runtime()
+        run_jax()
+    compiles_warm = xr.compile_count() - compiles0
+    jax_cache_warm = jitted._cache_size()
+
+    rt_times: list[float] = []
+    jax_times: list[float] = []
+    perf = time.perf_counter
+    rounds = 0
+    while len(rt_times) < steps:
+        n = min(BLOCK, steps - len(rt_times))
+        order = (run_runtime, run_jax) if rounds % 2 == 0 else (run_jax, run_runtime)
+        for fn in order:
+            sink = rt_times if fn is run_runtime else jax_times
+            for _ in range(n):
+                t0 = perf()
+                fn()
+                sink.append(perf() - t0)
+        rounds += 1
+    compiles_timed = xr.compile_count() - compiles0 - compiles_warm
+
+    rt, jx_stats = _stats(rt_times), _stats(jax_times)
+    ratio = rt["median"] / jx_stats["median"]
+    case = CASES[name]
+    return {
+        "name": name,
+        "description": case.description,
+        "runtime_ms": rt,
+        "jax_ms": jx_stats,
+        "ratio": ratio,
+        "target": case.target_text,
+        "meets_target": None if case.target is None else (ratio <= case.target if name == "medium" else ratio < case.target),
+        "runtime_compiles": {"warmup": compiles_warm, "timed": compiles_timed},
+        "jax_compiles": {"warmup": jax_cache_warm, "timed": jitted._cache_size() - jax_cache_warm},
+        "loss_abs_diff": abs(first_rt - first_jax),
+        "first_loss": first_rt,
+        "faults": sorted(xr.faults.enabled()),
+        "jax_version": jax.__version__,
+        "steps": steps,
+        "warmup": warmup,
+    }
+
+
+def _child_main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="python -m harness.bench")
+    parser.add_argument("--child", required=True, choices=sorted(CASES))
+    parser.add_argument("--steps", type=int, default=100)
+    parser.add_argument("--warmup", type=int, default=10)
+    args = parser.parse_args(argv)
+    result = _measure(args.child, args.steps, args.warmup)
+    print(json.dumps(result), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_child_main(sys.argv[1:]))
