@@ -130,6 +130,10 @@ def _join_distributed(config: pytest.Config) -> None:
         # a dead peer is noticed by the supervisor first; this only bounds a lost supervisor
         heartbeat_timeout_seconds=int(float(os.environ.get("HARNESS_HEARTBEAT_TIMEOUT", "30"))),
     )
+    if config.getoption("xharness_events"):
+        # jax.distributed installs a preemption notifier that swallows SIGTERM; under the
+        # supervisor SIGTERM means "stop now" (a peer rank died), so restore the default action
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 # -- markers ---------------------------------------------------------------------------------------
@@ -282,6 +286,7 @@ class _Supervised:
     # tests
     def pytest_runtest_logstart(self, nodeid: str, location: tuple[str, int | None, str]) -> None:
         self.writer.emit("start", nodeid=nodeid, time=time.time())
+        self.counter += 1  # barrier names are unique per test even when setup is skipped
         try:  # a marker in the raw log, so a crash can be matched with its native output
             os.write(2, f"\n[xharness] start {nodeid}\n".encode("utf-8", "replace"))
         except OSError:
@@ -328,8 +333,7 @@ class _Supervised:
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_setup(self, item: pytest.Item) -> None:
         if self.barriers:
-            self.counter += 1
-            _barrier(f"start-{self.counter}", self.timeout)
+            self._barrier(f"start-{self.counter}")
 
     @pytest.hookimpl(wrapper=True, trylast=True)
     def pytest_runtest_teardown(self, item: pytest.Item, nextitem: pytest.Item | None) -> Generator[None, None, None]:
@@ -337,7 +341,17 @@ class _Supervised:
             return (yield)
         finally:
             if self.barriers:
-                _barrier(f"end-{self.counter}", self.timeout)
+                # the time limit is the test's, not the wait for a slow peer: a rank that finished
+                # must not time out before the rank that actually hangs
+                faulthandler.cancel_dump_traceback_later()
+                self._barrier(f"end-{self.counter}")
+
+    def _barrier(self, name: str) -> None:
+        """Announced in the event stream, so the supervisor can tell a waiting rank from a stuck one."""
+        self.writer.emit("barrier", name=name, state="enter")
+        # longer than the supervisor's limit: it stops the cell (and names the culprit) first
+        _barrier(name, (self.timeout or 300) * 2 + 30)
+        self.writer.emit("barrier", name=name, state="leave")
 
 
 def _barrier(name: str, timeout: float | None) -> None:

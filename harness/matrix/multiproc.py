@@ -73,6 +73,7 @@ class RankState:
     exited_at: float | None = None
     exited_epoch: float | None = None
     stopped: str = ""  # why the supervisor stopped this rank ("" if it did not)
+    in_barrier: bool = False  # waiting for its peers (so not the rank that failed)
     timed_out: bool = False
 
     @property
@@ -211,6 +212,8 @@ class Launch:
                 state.finished.append(nodeid)
                 if state.current == nodeid:
                     state.current = None
+            elif kind == "barrier":
+                state.in_barrier = event.get("state") == "enter"
             elif kind == "end":
                 state.ended, state.exitstatus = True, int(event.get("exitstatus", 0))
             if self.on_event is not None:
@@ -219,11 +222,13 @@ class Launch:
     # -- the watchdog -----------------------------------------------------------------------------
     def _check(self, now: float) -> None:
         multi = len(self.ranks) > 1
+        dead = [s for s in self.ranks if s.abnormal]
+        if multi and dead:  # when several died at once, the one not waiting for the others is to blame
+            first = min(dead, key=lambda s: (s.in_barrier, s.exited_at or now, s.rank))
+            self._stop(first, f"rank {first.rank} {describe_exit(first.returncode)}")
+            return
         for state in self.ranks:
             if state.returncode is not None:
-                if multi and state.abnormal:
-                    self._stop(state, f"rank {state.rank} {describe_exit(state.returncode)}")
-                    return
                 continue
             if state.current is not None:
                 if now - state.current_since > self.test_timeout + self.grace:

@@ -24,6 +24,7 @@ class Progress:
         self.done = 0
         self.total: int | None = None
         self.cell_failures = 0
+        self.phase = ""  # "" for the main pass, "rerun N" while rerunning failures
         self._last = 0.0
 
     def _emit(self, text: str) -> None:
@@ -33,18 +34,24 @@ class Progress:
 
     def _line(self) -> str:
         total = "?" if self.total is None else str(self.total)
+        phase = f" {self.phase}" if self.phase else ""
         return (
-            f"cell {self.cell} ({self.cells_done + 1}/{self.total_cells}): {self.done}/{total} tests,"
+            f"cell {self.cell} ({self.cells_done + 1}/{self.total_cells}){phase}: {self.done}/{total} tests,"
             f" {self.cell_failures} failed; run: {self.failures} failed"
         )
 
     def cell_started(self, cell: str, description: str) -> None:
-        self.cell, self.done, self.total, self.cell_failures = cell, 0, None, 0
+        self.cell, self.done, self.total, self.cell_failures, self.phase = cell, 0, None, 0, ""
         self._emit(f"cell {cell} ({self.cells_done + 1}/{self.total_cells}) starting: {description}")
 
     def cell_skipped(self, cell: str, reason: str) -> None:
         self.cells_done += 1
         self._emit(f"cell {cell} skipped: {reason}")
+
+    def rerun_started(self, round_no: int, count: int) -> None:
+        """Reruns count separately: the run's failure total stays the main pass's."""
+        self.phase, self.done, self.total, self.cell_failures = f"rerun {round_no}", 0, count, 0
+        self._emit(f"{self.cell}: rerun {round_no} of {count} failed test(s)")
 
     def collected(self, count: int) -> None:
         if self.total is None:
@@ -54,7 +61,8 @@ class Progress:
         self.done += 1
         if outcome in ("failed", "error"):
             self.cell_failures += 1
-            self.failures += 1
+            if not self.phase:
+                self.failures += 1
             self._emit(f"{outcome.upper()} {nodeid} [{self.cell}]")
             self._emit(self._line())
         elif time.monotonic() - self._last >= self.interval:

@@ -132,7 +132,7 @@ class CellRun:
             todo = [n for n in self.order if n in self.records and self.records[n].final.outcome in (FAILED, ERROR)]
             if not todo:
                 break
-            self.progress.note(f"rerun {round_no}: {len(todo)} failed test(s)")
+            self.progress.rerun_started(round_no, len(todo))
             self._finished_seen.clear()
             self.execute(todo)
         records = [self._finalize(r) for r in self.records.values()]

@@ -1,0 +1,159 @@
+"""The matrix file: the shipped cells, and mistakes reported with file, line and field."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+
+import pytest
+from matrix_helpers import xharness
+
+from harness.matrix.config import Matrix, MatrixError, load_matrix
+
+ROOT = Path(__file__).resolve().parents[3]
+SHIPPED = ROOT / "ci" / "matrix.toml"
+
+
+def _write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "matrix.toml"
+    path.write_text(textwrap.dedent(text).lstrip())
+    return path
+
+
+def test_shipped_matrix_has_the_designed_cells() -> None:
+    matrix = load_matrix(SHIPPED)
+    cells = matrix.cells
+    assert {"cpu-1", "cpu-3", "cpu-4", "cpu-8", "cpu-2x4", "cpu-2slice", "cpu-8-nofunc", "gpu", "tpu"} <= set(cells)
+    assert [cells[n].total_devices for n in ("cpu-1", "cpu-3", "cpu-4", "cpu-8")] == [1, 3, 4, 8]
+    assert (cells["cpu-2x4"].processes, cells["cpu-2x4"].devices, cells["cpu-2x4"].slices) == (2, 4, 1)
+    assert (cells["cpu-2slice"].processes, cells["cpu-2slice"].devices, cells["cpu-2slice"].slices) == (2, 4, 2)
+    assert cells["cpu-8-nofunc"].runtime["functionalization"] is False
+    assert cells["cpu-8"].runtime["functionalization"] is True
+    assert (cells["gpu"].backend, cells["tpu"].backend) == ("gpu", "tpu")
+    assert matrix.root == ROOT
+
+
+def test_cell_environment_fixes_the_topology_before_jax_starts() -> None:
+    cells = load_matrix(SHIPPED).cells
+    env = cells["cpu-2slice"].environment("reference")
+    assert env["JAX_NUM_CPU_DEVICES"] == "4" and env["JAX_PLATFORMS"] == "cpu"
+    assert env["HARNESS_NUM_SLICES"] == "2" and env["HARNESS_PROCESSES"] == "2"
+    assert env["HARNESS_RUNTIME"] == "reference" and env["HARNESS_CELL"] == "cpu-2slice"
+    nofunc = cells["cpu-8-nofunc"].environment("reference")
+    assert nofunc["HARNESS_DISABLE_FUNCTIONALIZATION"] == "1" and nofunc["HARNESS_FUNCTIONALIZATION"] == "0"
+    assert cells["cpu-8"].environment()["HARNESS_DISABLE_FUNCTIONALIZATION"] == "0"
+
+
+def test_defaults_apply_and_runtime_options_merge(tmp_path: Path) -> None:
+    path = _write(tmp_path, """
+        [defaults]
+        paths = ["t"]
+        timeout = 7
+        runtime = { param_aliasing = false }
+
+        [cells.a]
+        devices = 2
+        runtime = { functionalization = false }
+    """)
+    cell = load_matrix(path).cells["a"]
+    assert cell.paths == ("t",) and cell.timeout == 7.0
+    assert cell.runtime == {"functionalization": False, "param_aliasing": False}
+    assert cell.environment()["HARNESS_PARAM_ALIASING"] == "0"
+
+
+BAD = [
+    # (file text, line, field, words in the message)
+    ("[cells.a]\ndevices = 0\n", 2, "cells.a.devices", "positive integer"),
+    ("[cells.a]\ndevices = 4\n\n[cells.b]\nbackend = \"cpu\"\ndevices = 3\nslices = 2\n", 7, "cells.b.slices", "do not divide"),
+    ("[cells.a]\ndevices = 4\nprocesses = 3\nslices = 2\n", 4, "cells.a.slices", "do not divide"),
+    ("[cells.a]\nbackend = \"fpga\"\n", 2, "cells.a.backend", "unknown backend"),
+    ("[cells.a]\ndevices = 1\ncolour = \"red\"\n", 3, "cells.a.colour", "unknown key"),
+    ("[cells.a]\ndevices = 1\nruntime = { functionalisation = false }\n", 3, "cells.a.runtime.functionalisation", "unknown runtime option"),
+    ("[cells.a]\n[cells.a.runtime]\nfunctionalization = \"off\"\n", 3, "cells.a.runtime.functionalization", "true or false"),
+    ("[cells.a]\ndevices = 1\nenv = { X = 1 }\n", 3, "cells.a.env.X", "strings"),
+    ("[cells.a]\npaths = []\n", 2, "cells.a.paths", "at least one"),
+    ("[cells.a]\ntimeout = -1\n", 2, "cells.a.timeout", "positive number"),
+    ("root = \"..\"\n", None, "cells", "at least one"),
+    ("[cells.a]\ndevices = 1\n[cells.\"b c\"]\ndevices = 1\n", 3, "cells.b c", "cell names"),
+]
+
+
+@pytest.mark.parametrize(("text", "line", "field", "words"), BAD, ids=[b[2] + f"-{i}" for i, b in enumerate(BAD)])
+def test_impossible_cells_are_rejected_with_line_and_field(
+    tmp_path: Path, text: str, line: int | None, field: str, words: str
+) -> None:
+    path = tmp_path / "matrix.toml"
+    path.write_text(text)
+    with pytest.raises(MatrixError) as caught:
+        load_matrix(path)
+    error = caught.value
+    assert (error.line, error.field) == (line, field), str(error)
+    assert words in str(error) and str(path) in str(error)
+
+
+def test_syntax_error_names_the_line(tmp_path: Path) -> None:
+    path = tmp_path / "matrix.toml"
+    path.write_text("[cells.a]\ndevices = 1\n\n[cells.b\ndevices = 2\n")
+    with pytest.raises(MatrixError) as caught:
+        load_matrix(path)
+    assert caught.value.line == 4 and "not valid TOML" in str(caught.value)
+    assert f"{path}:4:" in str(caught.value)
+
+
+def test_unknown_cell_is_named(tmp_path: Path) -> None:
+    matrix: Matrix = load_matrix(SHIPPED)
+    with pytest.raises(MatrixError, match="unknown cell 'cpu-99'"):
+        matrix.select(["cpu-4", "cpu-99"])
+    assert [c.name for c in matrix.select(["cpu-4", "cpu-1", "cpu-4"])] == ["cpu-4", "cpu-1"]
+
+
+# -- the commands ----------------------------------------------------------------------------------
+def test_cells_json_shape() -> None:
+    proc = xharness("cells", "--json", cwd=ROOT, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)
+    assert Path(data["matrix"]).name == "matrix.toml"
+    by_name = {c["name"]: c for c in data["cells"]}
+    for cell in by_name.values():
+        assert {"name", "backend", "devices", "processes", "slices", "total_devices", "runtime", "env",
+                "paths", "pytest_args", "timeout", "available", "reason"} <= set(cell)
+        assert isinstance(cell["available"], bool) and cell["reason"]
+    assert by_name["cpu-4"]["available"] is True
+    assert by_name["cpu-2x4"]["total_devices"] == 8
+    if not by_name["gpu"]["available"]:  # say why a cell cannot run here
+        assert "GPU" in by_name["gpu"]["reason"]
+
+
+def test_cells_table_lists_every_cell() -> None:
+    proc = xharness("cells", cwd=ROOT, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    names = [line.split()[0] for line in proc.stdout.splitlines() if line.strip()]
+    assert names == list(load_matrix(SHIPPED).cells)
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (["run", "--cells", "cpu-4,nope"], "unknown cell 'nope'"),
+        (["run", "--runtime", "torch-xla-9"], "unknown runtime"),
+        (["run", "--reruns", "-1"], "--reruns"),
+    ],
+)
+def test_run_usage_errors_exit_2(tmp_path: Path, args: list[str], words: str) -> None:
+    proc = xharness(*args, "--out", str(tmp_path / "out"), cwd=ROOT, timeout=60)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert words in proc.stderr
+    assert not (tmp_path / "out").exists()  # nothing ran
+
+
+def test_malformed_matrix_exits_2_with_its_line(tmp_path: Path) -> None:
+    path = _write(tmp_path, """
+        [cells.a]
+        devices = 2
+        processes = "two"
+    """)
+    for args in (["cells", "--matrix", str(path)], ["run", "--matrix", str(path)]):
+        proc = xharness(*args, cwd=tmp_path, timeout=60)
+        assert proc.returncode == 2
+        assert f"{path}:3: cells.a.processes: must be a positive integer" in proc.stderr

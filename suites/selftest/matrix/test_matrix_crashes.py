@@ -1,0 +1,113 @@
+"""Every way a test process can die still yields that test's record, and the cell goes on.
+
+One supervised run over a throwaway suite in which crash tests sit between passing tests: each
+crash must cost exactly the test that caused it (the supervisor restarts pytest for the rest).
+"""
+
+from __future__ import annotations
+
+import signal
+from pathlib import Path
+
+from matrix_helpers import run_matrix, write_matrix, write_suite
+
+from harness.report.records import (
+    ERROR,
+    FAILED,
+    KIND_EXIT,
+    KIND_MEMORY,
+    KIND_SIGNAL,
+    KIND_TIMEOUT,
+    PASSED,
+)
+
+SUITE = {
+    "tests/test_kinds.py": '''
+        import ctypes, os, signal, time
+
+        def test_before(record_property):
+            record_property("scenario", "demo-scenario")
+            print("output of a passing test")
+
+        def test_segv():
+            ctypes.string_at(0)  # a real invalid read: SIGSEGV
+
+        def test_between_1():
+            pass
+
+        def test_abort():
+            os.abort()  # what a failed CHECK in native code does
+
+        def test_between_2():
+            pass
+
+        def test_hang():
+            time.sleep(120)
+
+        def test_exit():
+            os._exit(3)
+
+        def test_memory():
+            bytearray(1 << 62)
+
+        def test_fails():
+            assert 1 + 1 == 3
+
+        def test_after():
+            import jax
+            assert jax.device_count() == 2
+    ''',
+}
+
+MATRIX = """
+    [cells.c2]
+    backend = "cpu"
+    devices = 2
+    paths = ["tests"]
+    timeout = 3
+"""
+
+
+def test_each_crash_kind_is_recorded_and_the_rest_of_the_cell_runs(tmp_path: Path) -> None:
+    write_suite(tmp_path, SUITE)
+    write_matrix(tmp_path, MATRIX)
+    result = run_matrix(tmp_path)
+    assert result.returncode == 1, result.stderr
+    records = result.records("c2")
+    ids = {n.rsplit("::", 1)[1]: r for n, r in records.items()}
+    assert sorted(ids) == sorted(
+        ["test_before", "test_segv", "test_between_1", "test_abort", "test_between_2", "test_hang",
+         "test_exit", "test_memory", "test_fails", "test_after"]
+    )
+    for name in ("test_before", "test_between_1", "test_between_2", "test_after"):
+        assert ids[name].final.outcome == PASSED, (name, ids[name].final.message)
+
+    expected = {  # name -> (outcome, kind, signal, exit code, text the stack must show)
+        "test_segv": (ERROR, KIND_SIGNAL, signal.SIGSEGV, None, "test_segv"),
+        "test_abort": (ERROR, KIND_SIGNAL, signal.SIGABRT, None, "test_abort"),
+        "test_hang": (ERROR, KIND_TIMEOUT, None, None, "test_hang"),
+        "test_exit": (ERROR, KIND_EXIT, None, 3, ""),
+        "test_memory": (ERROR, KIND_MEMORY, None, None, "MemoryError"),
+        "test_fails": (FAILED, "", None, None, "assert"),
+    }
+    problems = []
+    for name, (outcome, kind, sig, code, text) in expected.items():
+        attempt = ids[name].final
+        seen = (attempt.outcome, attempt.kind, attempt.signal, attempt.exit_code)
+        if seen != (outcome, kind, sig, code) or text not in attempt.details:
+            problems.append(f"{name}: got {seen}, details {attempt.details[:300]!r}")
+    assert not problems, "\n".join(problems)
+
+    hang = ids["test_hang"].final
+    assert "Timeout (0:00:03)" in hang.details  # faulthandler dumped every thread
+    assert 2.5 < hang.duration < 30
+    # the record carries the cell, the versions, what the test recorded, and a repro line
+    props = ids["test_before"].properties
+    assert props["cell"] == "c2" and props["devices"] == "2" and props["backend"] == "cpu"
+    assert props["scenario"] == "demo-scenario"
+    assert props["jax"] and props["jaxlib"]
+    assert props["repro"].endswith("--cells c2 -- tests/test_kinds.py::test_before")
+    assert "output of a passing test" in ids["test_before"].final.stdout
+    # one launch for the start, one restart per process death (segv, abort, hang, exit)
+    assert "5 launch(es)" in result.stdout
+    assert (result.out / "junit.xml").exists() and (result.out / "index.html").exists()
