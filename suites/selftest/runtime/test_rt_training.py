@@ -46,12 +46,12 @@ def _data(batch: int, fin: int, fout: int, seed: int = 0) -> tuple[np.ndarray, n
 def test_linear_forward_and_gradients(dp: int, shard_weights: bool) -> None:
     mesh = _mesh(dp)
     xr.manual_seed(dp)
-    model = xr.nn.Linear(6, 8)
+    model = xr.nn.Linear(6, 24)
     w0, b0 = model.weight.numpy(), model.bias.numpy()
     if shard_weights:
         xr.mark_sharding(model.weight, mesh, ("model", None))
         assert xr.sharding_spec(model.weight) == (("model", None) if NDEV // dp > 1 else None)
-    x_np, y_np = _data(16, 6, 8, seed=dp)
+    x_np, y_np = _data(16, 6, 24, seed=dp)
     x, y = xr.tensor(x_np), xr.tensor(y_np)
     xr.mark_sharding(x, mesh, ("data", None))
     xr.mark_sharding(y, mesh, ("data", None))
@@ -65,7 +65,7 @@ def test_linear_forward_and_gradients(dp: int, shard_weights: bool) -> None:
     assert model.weight.grad is not None and model.bias.grad is not None
     np.testing.assert_allclose(model.weight.grad.numpy(), ref_gw, rtol=1e-4, atol=1e-6)
     np.testing.assert_allclose(model.bias.grad.numpy(), ref_gb, rtol=1e-4, atol=1e-6)
-    assert model.weight.grad.shape == (8, 6)
+    assert model.weight.grad.shape == (24, 6)
 
 
 def test_gradients_accumulate_over_backward_calls() -> None:
