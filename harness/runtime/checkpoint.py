@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from harness.runtime import executor, faults, step
+from harness.runtime import executor, faults, functional, step
 from harness.runtime.errors import CheckpointError
 from harness.runtime.tensor import Tensor, tensor
 
@@ -51,7 +51,15 @@ def _host_values(tensors: list[Tensor]) -> dict[int, np.ndarray]:
 
 
 def _read_unsynced(t: Tensor) -> np.ndarray:
-    """The alias' cached IR value, without regenerating it from its storage."""
+    """The alias' own last value, without syncing it with writes made through other aliases.
+
+    A tensor that saw the storage's latest version before the sync reads the synced data, as a
+    functional wrapper that was itself the last writer does; one that missed a write through
+    another alias reads its old IR value (issue #8482).
+    """
+    storage = t._storage
+    if t._version in (storage.version, storage.synced_from):
+        return np.array(functional.host_view(executor.to_host(storage.node.data), t._views))
     node = t._node
     data = node.data if node.data is not None else executor.execute([node], [None], wait=True)[0]
     return np.array(executor.to_host(data))

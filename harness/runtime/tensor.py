@@ -34,11 +34,12 @@ def live_storages() -> list[Storage]:
 class Storage:
     """The base value shared by a tensor and all its aliases."""
 
-    __slots__ = ("node", "version", "sharding", "base_data", "requires_grad", "owner", "id", "__weakref__")
+    __slots__ = ("node", "version", "synced_from", "sharding", "base_data", "requires_grad", "owner", "id", "__weakref__")
 
     def __init__(self, node: ir.Node) -> None:
         self.node = node
         self.version = 0
+        self.synced_from = -1  # the version whose value the last materialization computed
         self.sharding: Any = None  # requested output sharding (mark_sharding)
         self.base_data: executor.DeviceData | None = None  # last materialized value, a donation candidate
         self.requires_grad = False
@@ -68,6 +69,7 @@ class Storage:
             node.leaf = self
         self.node = node
         self.base_data = None
+        self.synced_from = self.version
         self.version += 1
 
 
