@@ -38,7 +38,7 @@ def mark_sharding(t: Tensor, mesh: Mesh, partition_spec: Any) -> Tensor:
             )
     storage = t._storage
     if not t._views and not storage.pending:
-        storage.materialize(executor.reshard(storage.node.data, executor.canonical_sharding(sharding, t.ndim)))
+        storage.materialize(executor.reshard(storage.node.data, sharding))
         storage.sharding = sharding
         return t
     annotated = ir.Node("custom_sharding", (t.node,), sharding=sharding)

@@ -36,7 +36,9 @@ def _detach_add(aliasing: bool) -> None:
     got = (float(loaded["t1"].item()), float(loaded["t2"].item()))
     live = (float(t1.item()), float(t2.item()))
     if got != (2.0, 2.0) or live != (2.0, 2.0):
-        raise InvariantViolation(f"stale value in the checkpoint: saved (t1, t2) = {got}, live {live}, expected (2.0, 2.0)")
+        raise InvariantViolation(
+            f"stale value in the checkpoint: saved (t1, t2) = {got}, live {live}, expected (2.0, 2.0)"
+        )
 
 
 def detach_add_aliasing_on(ctx: Context) -> None:
@@ -78,4 +80,9 @@ SCENARIO = Scenario(
     },
     needs=Needs(devices=1),
     story=__doc__ or "",
+    expected={
+        "detach-add-aliasing-on": ("deleted-buffer",),
+        "detach-add-aliasing-off": ("stale-value",),
+        "save-keeps-live-buffers": ("deleted-buffer",),
+    },
 )

@@ -45,7 +45,11 @@ class Signature:
         if self.signal is not None:
             return f"signal {_signal.Signals(self.signal).name}"
         assert self.exception is not None
-        return f"{self.exception.__name__}: /{self.message}/" if self.message else self.exception.__name__
+        return (
+            f"{self.exception.__name__}: /{self.message}/"
+            if self.message
+            else self.exception.__name__
+        )
 
 
 @dataclass(frozen=True)
@@ -99,6 +103,12 @@ class Scenario:
     variants: dict[str, Variant]
     needs: Needs = Needs()
     story: str = ""
+    #: per variant, the signature names it must show when injected (any of the scenario's when absent)
+    expected: dict[str, tuple[str, ...]] = field(default_factory=dict)
+
+    def expects(self, variant: str, signature: str) -> bool:
+        allowed = self.expected.get(variant)
+        return allowed is None or signature in allowed
 
     def signature_for(self, exc: BaseException) -> Signature | None:
         return next((s for s in self.signatures if s.matches_exception(exc)), None)

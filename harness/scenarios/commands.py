@@ -30,10 +30,14 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     p.add_argument("scenario")
     p.add_argument("--inject", action="store_true", help="turn the scenario's fault switch on")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--cell", default=None, help="a cell of the matrix file (default: 8 CPU devices)")
+    p.add_argument(
+        "--cell", default=None, help="a cell of the matrix file (default: 8 CPU devices)"
+    )
     p.add_argument("--matrix", default=None, help="matrix file for --cell (default ci/matrix.toml)")
     p.add_argument("--runtime", default="reference", help="runtime under test")
-    p.add_argument("--timeout", type=float, default=600.0, help="seconds before the run counts as hung")
+    p.add_argument(
+        "--timeout", type=float, default=600.0, help="seconds before the run counts as hung"
+    )
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(handler=cmd_repro)
 
@@ -47,9 +51,16 @@ def _record(s: Any) -> dict[str, Any]:
         "component": s.component,
         "trigger": s.trigger,
         "fault": s.fault,
-        "signatures": [{"name": sig.name, "match": sig.describe(), "crash_mode": sig.crash_mode} for sig in s.signatures],
+        "signatures": [
+            {"name": sig.name, "match": sig.describe(), "crash_mode": sig.crash_mode}
+            for sig in s.signatures
+        ],
         "variants": list(s.variants),
-        "needs": {"devices": s.needs.devices, "device_multiple": s.needs.device_multiple, "processes": s.needs.processes},
+        "needs": {
+            "devices": s.needs.devices,
+            "device_multiple": s.needs.device_multiple,
+            "processes": s.needs.processes,
+        },
     }
 
 
@@ -63,7 +74,9 @@ def cmd_list(args: argparse.Namespace) -> int:
     width = max(len(s.id) for s in scenarios)
     for s in scenarios:
         print(f"{s.id:<{width}}  {s.title}")
-        print(f"{'':<{width}}  upstream: {', '.join(s.upstream)}; signatures: {', '.join(sig.describe() for sig in s.signatures)}")
+        print(
+            f"{'':<{width}}  upstream: {', '.join(s.upstream)}; signatures: {', '.join(sig.describe() for sig in s.signatures)}"
+        )
     return 0
 
 
@@ -90,7 +103,9 @@ def _cell_environment(args: argparse.Namespace) -> tuple[dict[str, str], int]:
     except MatrixError as exc:
         raise UsageError(str(exc)) from None
     if cell.processes > 1:
-        raise UsageError(f"cell {cell.name!r} runs {cell.processes} processes; repro runs single-process cells (use `xharness run --cells {cell.name}`)")
+        raise UsageError(
+            f"cell {cell.name!r} runs {cell.processes} processes; repro runs single-process cells (use `xharness run --cells {cell.name}`)"
+        )
     available = probe(cell)
     if not available.available:
         raise UsageError(f"cell {cell.name!r} cannot run on this machine: {available.reason}")
@@ -111,7 +126,9 @@ def cmd_repro(args: argparse.Namespace) -> int:
     env, devices = _cell_environment(args)
     unmet = scenario.needs.unmet(devices)
     if unmet:
-        raise UsageError(f"scenario {scenario.id!r} cannot run on {args.cell or f'{devices} devices'}: {unmet}")
+        raise UsageError(
+            f"scenario {scenario.id!r} cannot run on {args.cell or f'{devices} devices'}: {unmet}"
+        )
     cmd = [sys.executable, "-m", "harness.scenarios.child", scenario.id, "--seed", str(args.seed)]
     if args.inject:
         cmd.append("--inject")
@@ -124,7 +141,14 @@ def cmd_repro(args: argparse.Namespace) -> int:
     try:
         proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=args.timeout)
     except subprocess.TimeoutExpired as exc:
-        out = _result(scenario.id, args, runner.FAILED, f"hung: no result within {args.timeout:.0f} s", start, replay)
+        out = _result(
+            scenario.id,
+            args,
+            runner.FAILED,
+            f"hung: no result within {args.timeout:.0f} s",
+            start,
+            replay,
+        )
         return _emit(out, args, str(exc.stderr or ""))
     if proc.returncode == child.EXIT_CANNOT_HOST:
         raise UsageError(proc.stderr.strip() or f"scenario {scenario.id!r} cannot run in this cell")
@@ -138,14 +162,25 @@ def cmd_repro(args: argparse.Namespace) -> int:
         sig = scenario.signature_for_signal(signum)
         name = signal.Signals(signum).name
         outcome = runner.REPRODUCED if (args.inject and sig) else runner.FAILED
-        out = _result(scenario.id, args, outcome, sig.name if sig else f"signal {name}", start, replay)
+        out = _result(
+            scenario.id, args, outcome, sig.name if sig else f"signal {name}", start, replay
+        )
         out["error"] = f"the process died on {name}"
     else:
-        out = _result(scenario.id, args, runner.FAILED, f"exit {proc.returncode} without a result", start, replay)
+        out = _result(
+            scenario.id,
+            args,
+            runner.FAILED,
+            f"exit {proc.returncode} without a result",
+            start,
+            replay,
+        )
     return _emit(out, args, proc.stderr)
 
 
-def _result(scenario: str, args: argparse.Namespace, outcome: str, signature: str, start: float, replay: str) -> dict[str, Any]:
+def _result(
+    scenario: str, args: argparse.Namespace, outcome: str, signature: str, start: float, replay: str
+) -> dict[str, Any]:
     return {
         "scenario": scenario,
         "mode": "injected" if args.inject else "fixed",
@@ -165,7 +200,9 @@ def _emit(out: dict[str, Any], args: argparse.Namespace, stderr: str) -> int:
         print(json.dumps(out))
     else:
         seen = f": {out['signature']}" if out.get("signature") else ""
-        print(f"{out['scenario']} [{out['mode']}] {out['outcome']}{seen} ({out['seconds']:.1f} s, seed {out['seed']})")
+        print(
+            f"{out['scenario']} [{out['mode']}] {out['outcome']}{seen} ({out['seconds']:.1f} s, seed {out['seed']})"
+        )
         for v in out.get("variants", []):
             detail = f" - {v['error']}" if v.get("error") else ""
             print(f"  {v['variant']}: {v['outcome']}{detail}")

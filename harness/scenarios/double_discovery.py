@@ -28,9 +28,13 @@ def vit_forward(ctx: Context) -> None:
     xr.configure(num_slices=SLICES)
     topo = xr.discover()
     if topo.num_slices != SLICES:
-        raise InvariantViolation(f"expected a {SLICES}-slice topology, discovery found {topo.num_slices}")
+        raise InvariantViolation(
+            f"expected a {SLICES}-slice topology, discovery found {topo.num_slices}"
+        )
     per_slice = topo.device_count // SLICES
-    mesh = xr.HybridMesh(ici_mesh_shape=(per_slice,), dcn_mesh_shape=(SLICES,), axis_names=("data",))
+    mesh = xr.HybridMesh(
+        ici_mesh_shape=(per_slice,), dcn_mesh_shape=(SLICES,), axis_names=("data",)
+    )
     xr.manual_seed(ctx.seed)
     vit = xr.models.TinyViT(use_kernel=True)
     images = xr.tensor(ctx.normal(topo.device_count, 3, 8, 8))
@@ -38,12 +42,16 @@ def vit_forward(ctx: Context) -> None:
     with_kernel = vit(images).numpy()
     count = xr.discovery_count()
     if count != 1:
-        raise xr.DuplicateDiscoveryError(f"slice topology discovery ran {count} times in one process")
+        raise xr.DuplicateDiscoveryError(
+            f"slice topology discovery ran {count} times in one process"
+        )
     for block in vit.blocks.children():
         block.attn.use_kernel = False
     plain = vit(images).numpy()
     if not np.allclose(with_kernel, plain, rtol=1e-4, atol=1e-5):
-        raise InvariantViolation(f"attention kernel and plain attention differ by {np.abs(with_kernel - plain).max():.3g}")
+        raise InvariantViolation(
+            f"attention kernel and plain attention differ by {np.abs(with_kernel - plain).max():.3g}"
+        )
 
 
 SCENARIO = Scenario(
@@ -53,7 +61,9 @@ SCENARIO = Scenario(
     component="topology discovery and the kernel-lowering guard",
     trigger="tiny-ViT forward on a 2-slice HybridMesh; attention lowered through nested guarded helpers",
     fault=faults.DOUBLE_DISCOVERY,
-    signatures=(Signature("duplicate-discovery", xr.DuplicateDiscoveryError, r"discovery ran \d+ times"),),
+    signatures=(
+        Signature("duplicate-discovery", xr.DuplicateDiscoveryError, r"discovery ran \d+ times"),
+    ),
     variants={"vit-forward": vit_forward},
     needs=Needs(devices=SLICES, device_multiple=SLICES),
     story=__doc__ or "",

@@ -21,25 +21,40 @@ from harness.runtime import faults
 from harness.scenarios.base import Context, InvariantViolation, Needs, Scenario, Signature
 
 
-def vit_nofunc(ctx: Context) -> None:
+def _wrapped_vit(ctx: Context) -> tuple[xr.fsdp.FSDPv2, dict[str, tuple | None]]:
     xr.configure(functionalization=False)
     n = ctx.devices
     mesh = xr.Mesh(range(n), (n,), ("fsdp",))
     xr.manual_seed(ctx.seed)
     vit = xr.models.TinyViT(dim=4 * n, depth=1, heads=2, classes=2 * n)
-    model = xr.fsdp.FSDPv2(vit, mesh, auto_wrap_policy=lambda m: isinstance(m, xr.models.PatchEmbed))
-    wrapped = {name: xr.sharding_spec(p) for name, p in model.named_parameters()}
-    if all(spec is None for spec in wrapped.values()):
+    model = xr.fsdp.FSDPv2(
+        vit, mesh, auto_wrap_policy=lambda m: isinstance(m, xr.models.PatchEmbed)
+    )
+    specs = {name: xr.sharding_spec(p) for name, p in model.named_parameters()}
+    if all(spec is None for spec in specs.values()):
         raise InvariantViolation("FSDPv2 sharded no parameter at all")
-    model.to(xr.device())
-    lost = [name for name, p in model.named_parameters() if wrapped[name] is not None and xr.sharding_spec(p) is None]
+    return model, specs
+
+
+def _check_layouts(model: xr.fsdp.FSDPv2, specs: dict[str, tuple | None], when: str) -> None:
+    lost = [
+        name
+        for name, p in model.named_parameters()
+        if specs[name] is not None and xr.sharding_spec(p) is None
+    ]
     if lost:
-        raise xr.ShardingLostError(f"parameters replicated instead of sharded after .to(device): {', '.join(lost)}")
+        raise xr.ShardingLostError(
+            f"parameters replicated instead of sharded {when}: {', '.join(lost)}"
+        )
+
+
+def _train(model: xr.fsdp.FSDPv2, ctx: Context, steps: int = 2) -> None:
+    n = ctx.devices
     opt = xr.optim.SGD(model.parameters(), lr=0.05)
     images = xr.tensor(ctx.normal(2 * n, 3, 8, 8))
     labels = xr.tensor(np.eye(2 * n, dtype=np.float32)[ctx.rng.integers(0, 2 * n, 2 * n)])
     losses = []
-    for _ in range(2):
+    for _ in range(steps):
         loss = xr.nn.cross_entropy(model(images), labels)
         loss.backward()
         opt.step()
@@ -48,9 +63,21 @@ def vit_nofunc(ctx: Context) -> None:
         losses.append(loss.item())
     if not np.all(np.isfinite(losses)):
         raise InvariantViolation(f"training produced non-finite losses {losses}")
-    lost = [name for name, p in model.named_parameters() if wrapped[name] is not None and xr.sharding_spec(p) is None]
-    if lost:
-        raise xr.ShardingLostError(f"parameters replicated instead of sharded after a training step: {', '.join(lost)}")
+
+
+def to_device_after_wrap(ctx: Context) -> None:
+    """The reporter's finding: ``.to(device)`` after wrapping must keep every layout."""
+    model, specs = _wrapped_vit(ctx)
+    model.to(xr.device())
+    _check_layouts(model, specs, "after .to(device)")
+
+
+def train_step(ctx: Context) -> None:
+    """The crash: the patch embedding's output is a view, sharded by its FSDPv2 wrapper; the
+    step must compile and run and keep every layout."""
+    model, specs = _wrapped_vit(ctx)
+    _train(model, ctx)
+    _check_layouts(model, specs, "after training steps")
 
 
 SCENARIO = Scenario(
@@ -64,7 +91,8 @@ SCENARIO = Scenario(
         Signature("replicated-params", xr.ShardingLostError, r"replicated instead of sharded"),
         Signature("missing-sharding", xr.ShardingLostError, r"must have a sharding attribute"),
     ),
-    variants={"vit-nofunc": vit_nofunc},
+    variants={"to-device-after-wrap": to_device_after_wrap, "train-step": train_step},
     needs=Needs(devices=1, functionalization=False),
     story=__doc__ or "",
+    expected={"to-device-after-wrap": ("replicated-params",), "train-step": ("missing-sharding",)},
 )

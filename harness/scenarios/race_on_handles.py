@@ -26,7 +26,9 @@ SLOW_DEVICE_SECONDS = 0.05
 STEPS, MICRO, FEATURES, OUT = 3, 4, 16, 8
 
 
-def _reference(w: np.ndarray, b: np.ndarray, batches: list[tuple[np.ndarray, np.ndarray]], lr: float) -> tuple[np.ndarray, np.ndarray]:
+def _reference(
+    w: np.ndarray, b: np.ndarray, batches: list[tuple[np.ndarray, np.ndarray]], lr: float
+) -> tuple[np.ndarray, np.ndarray]:
     """Gradient accumulation of per-micro-batch MSE losses, in numpy."""
     for xs, ys in batches:
         gw, gb = np.zeros_like(w), np.zeros_like(b)
@@ -49,11 +51,15 @@ def accumulate(ctx: Context) -> None:
     lr = 0.05
     opt = xr.optim.SGD(model.parameters(), lr=lr)
     batch = 2 * n
-    batches = [(ctx.normal(MICRO, batch, FEATURES), ctx.normal(MICRO, batch, OUT)) for _ in range(STEPS)]
+    batches = [
+        (ctx.normal(MICRO, batch, FEATURES), ctx.normal(MICRO, batch, OUT)) for _ in range(STEPS)
+    ]
     for xs_host, ys_host in batches:
         xs = xr.tensor(xs_host)
         xr.mark_sharding(xs, mesh, (None, "data", None))
-        xs = xs * 1.0  # on-device preprocessing: the loop input is pending IR, synced asynchronously
+        xs = (
+            xs * 1.0
+        )  # on-device preprocessing: the loop input is pending IR, synced asynchronously
         ys = xr.tensor(ys_host)
 
         def micro_step(x: xr.Tensor, y: xr.Tensor) -> xr.Tensor:
@@ -64,9 +70,14 @@ def accumulate(ctx: Context) -> None:
         opt.zero_grad()
         xr.mark_step()
     w_ref, b_ref = _reference(w0, b0, batches, lr)
-    for name, got, want in (("weight", model.fc.weight.numpy(), w_ref), ("bias", model.fc.bias.numpy(), b_ref)):
+    for name, got, want in (
+        ("weight", model.fc.weight.numpy(), w_ref),
+        ("bias", model.fc.bias.numpy(), b_ref),
+    ):
         if not np.allclose(got, want, rtol=1e-4, atol=1e-5):
-            raise InvariantViolation(f"accumulated {name} differs from the numpy reference by {np.abs(got - want).max():.3g}")
+            raise InvariantViolation(
+                f"accumulated {name} differs from the numpy reference by {np.abs(got - want).max():.3g}"
+            )
 
 
 SCENARIO = Scenario(

@@ -78,6 +78,11 @@ def _run_variant(scenario: Scenario, name: str, ctx: Context) -> VariantResult:
         tb = traceback.format_exc()
         if sig is None:
             return VariantResult(name, FAILED, "", line, tb)
+        if ctx.inject and not scenario.expects(name, sig.name):
+            wanted = " or ".join(scenario.expected[name])
+            return VariantResult(
+                name, FAILED, sig.name, f"expected signature {wanted}, saw {sig.name}: {line}", tb
+            )
         return VariantResult(name, REPRODUCED if ctx.inject else FAILED, sig.name, line, tb)
     finally:
         config.restore(previous)
@@ -94,13 +99,19 @@ def _overall(results: list[VariantResult], inject: bool) -> str:
     return PASSED
 
 
-def run(scenario: Scenario, inject: bool, seed: int, devices: int, cell: str | None = None) -> Result:
+def run(
+    scenario: Scenario, inject: bool, seed: int, devices: int, cell: str | None = None
+) -> Result:
     """Run every variant of ``scenario`` in this process."""
     start = time.perf_counter()
     ctx = Context(seed=seed, inject=inject, devices=devices)
     _cleanup()
     results = [_run_variant(scenario, name, ctx) for name in scenario.variants]
-    seen = "; ".join(f"{r.variant}: {r.signature}" if len(results) > 1 else r.signature for r in results if r.signature)
+    seen = "; ".join(
+        f"{r.variant}: {r.signature}" if len(results) > 1 else r.signature
+        for r in results
+        if r.signature
+    )
     return Result(
         scenario=scenario.id,
         mode="injected" if inject else "fixed",

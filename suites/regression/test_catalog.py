@@ -26,9 +26,13 @@ def test_scenario(scenario, mode: str, record_property) -> None:
     record_property("mode", mode)
     record_property("seed", str(SEED))
     record_property("repro", result.repro)
-    details = "\n".join(f"{v.variant}: {v.outcome} {v.error}\n{v.traceback}" for v in result.variants)
+    details = "\n".join(
+        f"{v.variant}: {v.outcome} {v.error}\n{v.traceback}" for v in result.variants
+    )
     expected = runner.REPRODUCED if inject else runner.PASSED
-    assert result.outcome == expected, f"{scenario.id} [{mode}] {result.outcome}; replay: {result.repro}\n{details}"
+    assert result.outcome == expected, (
+        f"{scenario.id} [{mode}] {result.outcome}; replay: {result.repro}\n{details}"
+    )
     if inject:
         names = {sig.name for sig in scenario.signatures}
         assert all(v.signature in names for v in result.variants), details

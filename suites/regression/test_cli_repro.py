@@ -14,11 +14,18 @@ from harness.scenarios import registry
 
 
 def _xharness(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    full_env = {k: v for k, v in os.environ.items() if k not in ("JAX_NUM_CPU_DEVICES", "XLA_FLAGS", "HARNESS_FAULTS")}
+    full_env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("JAX_NUM_CPU_DEVICES", "XLA_FLAGS", "HARNESS_FAULTS")
+    }
     full_env.update(env or {})
     return subprocess.run(
         [sys.executable, "-c", "import sys; from harness.cli import main; sys.exit(main())", *args],
-        capture_output=True, text=True, env=full_env, timeout=300,
+        capture_output=True,
+        text=True,
+        env=full_env,
+        timeout=300,
     )
 
 
@@ -58,16 +65,23 @@ def test_repro_json(inject: bool) -> None:
     assert out["outcome"] == ("reproduced" if inject else "passed")
     assert out["signature"] == ("unhashable-list" if inject else "")
     assert out["seed"] == 7 and out["seconds"] > 0
-    assert out["repro"] == "xharness repro unhashable-spec " + ("--inject " if inject else "") + "--seed 7"
+    assert (
+        out["repro"]
+        == "xharness repro unhashable-spec " + ("--inject " if inject else "") + "--seed 7"
+    )
 
 
 def test_race_in_crash_mode_dies_on_a_real_sigsegv() -> None:
-    proc = _xharness("repro", "race-on-handles", "--inject", "--json", env={"HARNESS_CRASH_MODE": "signal"})
+    proc = _xharness(
+        "repro", "race-on-handles", "--inject", "--json", env={"HARNESS_CRASH_MODE": "signal"}
+    )
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
     assert out["outcome"] == "reproduced" and out["signature"] == "sigsegv"
     assert "SIGSEGV" in out["error"]
-    assert out["repro"].startswith("HARNESS_CRASH_MODE=signal xharness repro race-on-handles --inject")
+    assert out["repro"].startswith(
+        "HARNESS_CRASH_MODE=signal xharness repro race-on-handles --inject"
+    )
 
 
 def test_human_output_prints_the_replay_line() -> None:

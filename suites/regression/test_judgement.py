@@ -71,3 +71,17 @@ def test_needs() -> None:
 
 def test_upstream_links() -> None:
     assert _scenario(passes).upstream_links() == ["https://github.com/example/repo/issues/1"]
+
+
+def test_reproducing_another_signature_of_the_scenario_fails() -> None:
+    base = _scenario(broken_only_when_injected)
+    strict = Scenario(
+        **{
+            **base.__dict__,
+            "signatures": (*base.signatures, Signature("other", ValueError)),
+            "expected": {"only": ("other",)},
+        }
+    )
+    result = runner.run(strict, True, seed=0, devices=1)
+    assert result.outcome == runner.FAILED
+    assert "expected signature other, saw invariant" in result.variants[0].error
