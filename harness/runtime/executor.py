@@ -197,40 +197,46 @@ class Graph:
 
 
 def build_graph(roots: Sequence[ir.Node]) -> Graph:
-    """Post-order walk of the roots' IR into a hashable program (inputs deduplicated)."""
-    position: dict[int, int] = {}
+    """Post-order walk of the roots' IR into a hashable program (inputs deduplicated).
+
+    This runs on every step, so it is written for speed: nodes themselves are the dictionary keys
+    (identity hashing, and the dict keeps them alive while their positions are in use), and a node
+    is only looked at again once all its operands have positions.
+    """
+    position: dict[ir.Node, int] = {}
     program: list[tuple] = []
     inputs: list[DeviceData] = []
-    input_index: dict[int, int] = {}
-    keep_alive: list[ir.Node] = []  # ids stay unique only while the nodes live
+    input_index: dict[DeviceData, int] = {}
+    IN = ir.IN
     for root in roots:
-        stack: list[tuple[ir.Node, bool]] = [(root, False)]
+        if root in position:
+            continue
+        stack = [root]
         while stack:
-            node, expanded = stack.pop()
-            nid = id(node)
-            if nid in position:
+            node = stack[-1]
+            if node in position:
+                stack.pop()
                 continue
             data = node.data
             if data is not None:
-                k = input_index.get(id(data))
+                k = input_index.get(data)
                 if k is None:
-                    k = input_index[id(data)] = len(inputs)
+                    k = input_index[data] = len(inputs)
                     inputs.append(data)
-                position[nid] = len(program)
-                program.append((ir.IN, k, data.key))
-                keep_alive.append(node)
-            elif expanded:
-                position[nid] = len(program)
-                program.append(
-                    (node.op, node.attrs, tuple(position[id(o)] for o in node.operands), node.sharding)
-                )
-                keep_alive.append(node)
-            else:
-                stack.append((node, True))
-                for operand in reversed(node.operands):
-                    if id(operand) not in position:
-                        stack.append((operand, False))
-    return Graph(tuple(program), inputs, tuple(position[id(r)] for r in roots))
+                position[node] = len(program)
+                program.append((IN, k, data.key))
+                stack.pop()
+                continue
+            operands = node.operands
+            todo = [o for o in operands if o not in position]
+            if todo:
+                todo.reverse()  # the first operand is walked first
+                stack.extend(todo)
+                continue
+            stack.pop()
+            position[node] = len(program)
+            program.append((node.op, node.attrs, tuple([position[o] for o in operands]), node.sharding))
+    return Graph(tuple(program), inputs, tuple([position[r] for r in roots]))
 
 
 @dataclass
@@ -370,7 +376,11 @@ def execute(
     exe = _compile(graph, tuple(unique), tuple(shardings), donate_idx)
     aval_of = {pos: root.aval for root, pos in zip(roots, graph.root_positions, strict=True)}
     outputs = [
-        DeviceData(aval_of[pos], canonical_sharding(exe.output_shardings[i], len(aval_of[pos].shape)))
+        DeviceData(
+            aval_of[pos],
+            # a requested layout is kept as the very object asked for; XLA's choice is canonicalized
+            shardings[i] if shardings[i] is not None else canonical_sharding(exe.output_shardings[i], len(aval_of[pos].shape)),
+        )
         for i, pos in enumerate(unique)
     ]
     inputs = graph.inputs
@@ -384,6 +394,9 @@ def execute(
             results = exe.compiled(*args)
             for out, result in zip(outputs, results, strict=True):
                 out.fill(result)
+            # filled first (readers may start), then the job ends only when the device is done, so
+            # that ``wait_device_ops`` means what upstream's does: every execution has completed
+            jax.block_until_ready(results)
         except BaseException as exc:  # every output carries the failure to whoever reads it
             for out in outputs:
                 if out.is_placeholder:

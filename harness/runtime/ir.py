@@ -63,7 +63,9 @@ class Node:
         self.data = data
         self.leaf = None  # the Storage of a requires-grad leaf whose value this node is
         self.sharding = sharding  # only custom_sharding nodes carry one
-        self.aval = aval if aval is not None else infer_aval(op, attrs, tuple(o.aval for o in operands))
+        if aval is None:  # a list comprehension: a generator costs more than the whole lookup
+            aval = infer_aval(op, attrs, tuple([o.aval for o in operands]))
+        self.aval = aval
 
     @property
     def shape(self) -> tuple[int, ...]:

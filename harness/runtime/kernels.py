@@ -59,12 +59,23 @@ def to_jax_shape_dtype(t: Tensor) -> jax.ShapeDtypeStruct:
     return jax.ShapeDtypeStruct(t.shape, to_jax_dtype(t.dtype))
 
 
+#: lowerings already made, per (kernel, input structs): a training loop calls the same kernel with
+#: the same shapes every step, and tracing plus lowering it again costs about a millisecond each
+_lowered: dict[tuple, Any] = {}
+
+
 @requires_kernel_backend
 def trace_kernel(kernel: Callable[..., Any], *inputs: Tensor) -> Tensor:
-    """Lower ``kernel`` with JAX for these inputs and record it as one IR node."""
-    structs = [to_jax_shape_dtype(t) for t in inputs]
+    """Lower ``kernel`` with JAX for these inputs and record it as one IR node.
+
+    The guard, the shape conversions and the backend start run on every call (they are where the
+    ``double-discovery`` mechanism lives); only the lowering itself is memoized.
+    """
+    structs = tuple(to_jax_shape_dtype(t) for t in inputs)
     topology.start_secondary_backend()
-    jax.jit(kernel).trace(*structs).lower()  # the lowering the custom call would embed
+    key = (kernel, structs)
+    if key not in _lowered:
+        _lowered[key] = jax.jit(kernel).trace(*structs).lower()  # the lowering the custom call would embed
     node = ir.Node("kernel", tuple(t._operand() for t in inputs), (kernel,))
     return Tensor._from_node(node, any(t.requires_grad for t in inputs))
 
