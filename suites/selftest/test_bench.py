@@ -1,0 +1,48 @@
+"""``xharness bench`` runs end to end and reports what it promises.
+
+Only the structure is checked (ratios, step times, compile counts, the loss cross-check): timing
+targets belong in the bench output, and a timed assertion would flake on a shared machine.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from harness import bench, cli
+
+
+def test_bench_tiny_json(capsys: pytest.CaptureFixture[str]) -> None:
+    code = cli.main(["bench", "--steps", "5", "--warmup", "2", "--only", "tiny", "--json"])
+    report = json.loads(capsys.readouterr().out)
+    assert code == 0, report
+    assert report["devices"] == 4
+    assert report["steps"] == 5 and report["warmup"] == 2
+    assert [c["name"] for c in report["cases"]] == ["tiny"]
+    case = report["cases"][0]
+    assert "error" not in case, case
+    assert isinstance(case["ratio"], float) and case["ratio"] > 0
+    for side in ("runtime_ms", "jax_ms"):
+        assert case[side]["median"] > 0
+        assert case[side]["p10"] <= case[side]["median"] <= case[side]["p90"]
+    assert case["runtime_compiles"]["warmup"] >= 1
+    assert case["runtime_compiles"]["timed"] == 0
+    assert case["jax_compiles"]["timed"] == 0
+    # both sides start from the same parameters and data, so the first losses agree
+    assert case["loss_abs_diff"] < 1e-4
+    assert isinstance(case["meets_target"], bool)
+
+
+def test_bench_table_and_usage_errors(capsys: pytest.CaptureFixture[str]) -> None:
+    code = cli.main(["bench", "--steps", "3", "--warmup", "1", "--only", "tiny"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "tiny" in out and "ratio" in out
+    assert cli.main(["bench", "--steps", "0"]) == cli.EXIT_USAGE
+
+
+def test_every_case_has_a_description_and_target() -> None:
+    assert set(bench.CASES) == {"tiny", "medium", "vit"}
+    assert bench.CASES["tiny"].target == 3.0
+    assert bench.CASES["medium"].target == 1.1
