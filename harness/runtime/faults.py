@@ -33,8 +33,18 @@ _lock = threading.Lock()
 _counts: dict[str, int] = {}
 
 
+#: the last parsed ``HARNESS_FAULTS`` (raw text, names): ``active`` is asked on hot paths (every
+#: kernel guard exit), so the variable is parsed again only when its text changed; reading it on
+#: each call keeps a change made later in the process (a test's monkeypatch) effective at once
+_env_cache: tuple[str, frozenset[str]] = ("", frozenset())
+
+
 def _from_env() -> frozenset[str]:
+    global _env_cache
     raw = os.environ.get("HARNESS_FAULTS", "")
+    cached_raw, cached = _env_cache
+    if raw == cached_raw:
+        return cached
     names = frozenset(n.strip() for n in raw.split(",") if n.strip())
     unknown = names - SWITCHES.keys()
     if unknown:
@@ -42,6 +52,7 @@ def _from_env() -> frozenset[str]:
             f"HARNESS_FAULTS names unknown fault switch(es) {sorted(unknown)}; "
             f"known: {sorted(SWITCHES)}"
         )
+    _env_cache = (raw, names)
     return names
 
 

@@ -8,6 +8,7 @@ step boundary (``mark_step``) or a read (``numpy()``). Every storage is tracked 
 
 from __future__ import annotations
 
+import functools
 import itertools
 import numbers
 import threading
@@ -175,9 +176,15 @@ class Tensor:
     def _lift(self, other: Any) -> ir.Node:
         if isinstance(other, Tensor):
             return other._operand()
+        kind = type(other)
+        if kind is float or kind is int:  # the common scalars (learning rates...): no ABC checks
+            dtype = self.dtype
+            if kind is float and not _is_floating(dtype):
+                dtype = _FLOAT32
+            return ir.Node("const", attrs=(other, dtype))
         if isinstance(other, bool | numbers.Number | np.generic):
             dtype = self.dtype
-            if isinstance(other, float | np.floating) and not np.issubdtype(dtype, np.floating):
+            if isinstance(other, float | np.floating) and not _is_floating(dtype):
                 dtype = np.dtype(np.float32)
             return ir.Node("const", attrs=(other.item() if isinstance(other, np.generic) else other, dtype))
         return tensor(other)._operand()
@@ -360,6 +367,15 @@ class Tensor:
         from harness.runtime import autograd
 
         autograd.backward(self)
+
+
+_FLOAT32 = np.dtype(np.float32)
+
+
+@functools.lru_cache(maxsize=64)
+def _is_floating(dtype: np.dtype) -> bool:
+    """``np.issubdtype(dtype, np.floating)``, remembered: it is asked for every scalar operand."""
+    return bool(np.issubdtype(dtype, np.floating))
 
 
 def _resolve_shape(old: tuple[int, ...], new: Sequence[int]) -> tuple[int, ...]:
