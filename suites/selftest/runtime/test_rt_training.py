@@ -50,7 +50,8 @@ def test_linear_forward_and_gradients(dp: int, shard_weights: bool) -> None:
     w0, b0 = model.weight.numpy(), model.bias.numpy()
     if shard_weights:
         xr.mark_sharding(model.weight, mesh, ("model", None))
-        assert xr.sharding_spec(model.weight) == (("model", None) if NDEV // dp > 1 else None)
+        # the requested layout is reported even over an axis of size 1 (the annotation is kept)
+        assert xr.sharding_spec(model.weight) == ("model", None)
     x_np, y_np = _data(16, 6, 24, seed=dp)
     x, y = xr.tensor(x_np), xr.tensor(y_np)
     xr.mark_sharding(x, mesh, ("data", None))
