@@ -15,7 +15,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import harness.runtime as xr
-from harness.runtime import config, topology
+from harness.runtime import topology
+from harness.runtime.testing import isolated
 from harness.scenarios.base import Context, Scenario
 
 PASSED, REPRODUCED, NOT_REPRODUCED, FAILED = "passed", "reproduced", "not-reproduced", "failed"
@@ -59,18 +60,12 @@ def repro_command(scenario_id: str, inject: bool, seed: int, cell: str | None = 
     return " ".join(parts)
 
 
-def _cleanup() -> None:
-    """Leave the process as a fresh one would be for the next run."""
-    xr.wait_device_ops()
-    xr.forget_pending()
-    topology.reset()
-
-
 def _run_variant(scenario: Scenario, name: str, ctx: Context) -> VariantResult:
-    previous = config.configure()
     injected = xr.faults.inject(scenario.fault) if ctx.inject else contextlib.nullcontext()
     try:
-        with injected:
+        # each variant starts as in a fresh process: discovery counts from zero
+        with isolated(reset_topology=True), injected:
+            topology.reset()
             scenario.variants[name](ctx)
     except Exception as exc:  # judged against the signatures below
         sig = scenario.signature_for(exc)
@@ -84,9 +79,6 @@ def _run_variant(scenario: Scenario, name: str, ctx: Context) -> VariantResult:
                 name, FAILED, sig.name, f"expected signature {wanted}, saw {sig.name}: {line}", tb
             )
         return VariantResult(name, REPRODUCED if ctx.inject else FAILED, sig.name, line, tb)
-    finally:
-        config.restore(previous)
-        _cleanup()
     return VariantResult(name, NOT_REPRODUCED if ctx.inject else PASSED)
 
 
@@ -105,7 +97,6 @@ def run(
     """Run every variant of ``scenario`` in this process."""
     start = time.perf_counter()
     ctx = Context(seed=seed, inject=inject, devices=devices)
-    _cleanup()
     results = [_run_variant(scenario, name, ctx) for name in scenario.variants]
     seen = "; ".join(
         f"{r.variant}: {r.signature}" if len(results) > 1 else r.signature

@@ -17,23 +17,13 @@ if "jax" not in sys.modules:  # the project plugin normally asks for the devices
 import jax
 import pytest
 
-import harness.runtime as xr
+from harness.runtime.testing import isolated
 
 
 @pytest.fixture(autouse=True)
 def clean_runtime() -> Iterator[None]:
-    previous = xr.configure()
-    try:
+    with isolated():
         yield
-    finally:
-        try:
-            xr.wait_device_ops()
-        finally:
-            xr.forget_pending()
-            xr.config.restore(previous)
-            found = xr.topology._topology
-            if found is not None and found.num_slices != max(1, xr.options.num_slices):
-                xr.topology.reset()  # a simulated multi-slice topology from this test
 
 
 @pytest.fixture

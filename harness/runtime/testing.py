@@ -1,0 +1,32 @@
+"""Test isolation for suites that exercise the runtime in one long-lived process.
+
+A test can leave state behind that a fresh process would not have: changed options, a pending
+graph that failed on purpose (a reproduced bug would then fail every later ``mark_step``), or a
+simulated multi-slice topology. ``isolated()`` undoes all three; the project's suites use it as an
+autouse fixture, and so can a user's own suite.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from harness.runtime import config, step, topology
+
+
+@contextmanager
+def isolated(reset_topology: bool = False) -> Iterator[None]:
+    """Run a block, then restore options, drop pending values and, if asked or if the block
+    simulated a different slice count, forget the discovered topology."""
+    previous = config.configure()
+    try:
+        yield
+    finally:
+        try:
+            step.wait_device_ops()
+        finally:
+            step.forget_pending()
+            config.restore(previous)
+            found = topology._topology
+            if reset_topology or (found is not None and found.num_slices != max(1, config.options.num_slices)):
+                topology.reset()
