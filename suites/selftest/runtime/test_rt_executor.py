@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 import jax
 import numpy as np
 import pytest
@@ -51,23 +49,14 @@ def test_a_new_graph_structure_or_shape_compiles_again() -> None:
 
 
 def test_mark_step_returns_before_a_slow_execution_and_reads_wait() -> None:
-    delay = 0.3
-    xr.configure(execution_delay=delay)
+    # no wall-clock assertions: the stretched execution makes the order of events certain
+    xr.configure(execution_delay=1.0)
     a = xr.tensor(X)
-    b = (a * 3).sum(0)
-    (a + 1).numpy()  # compile this shape family outside the timed region
-    (b * 1).numpy()
     c = a * 5
-    xr.wait_device_ops()
-    start = time.perf_counter()
     xr.mark_step()
-    launched = time.perf_counter() - start
     data = c._storage.node.data
     assert data.is_placeholder, "right after mark_step the output is a placeholder"
-    assert launched < delay / 2, f"mark_step blocked for {launched:.3f}s"
-    np.testing.assert_allclose(c.numpy(), X * 5, rtol=1e-6)
-    waited = time.perf_counter() - start
-    assert waited >= delay * 0.9, f"the read returned after {waited:.3f}s, before the execution finished"
+    np.testing.assert_allclose(c.numpy(), X * 5, rtol=1e-6)  # the read waits for the execution
     assert not data.is_placeholder
 
 
