@@ -142,12 +142,16 @@ def current_cell(config: pytest.Config) -> str | None:
 
 
 def _slice_count() -> int:
+    """Real slices where devices carry distinct ``slice_index`` values, else the cell's simulated ones.
+
+    (CPU devices of a multi-process run have ``slice_index`` too, all 0, so its mere presence
+    does not mean the platform has slices.)
+    """
     import jax
 
-    indices = {getattr(d, "slice_index", None) for d in jax.devices()}
-    if None not in indices:  # a platform with real slices
-        return len(indices)
-    return max(1, int(os.environ.get("HARNESS_NUM_SLICES", "1") or 1))
+    real = {getattr(d, "slice_index", 0) for d in jax.devices()}
+    simulated = int(os.environ.get("HARNESS_NUM_SLICES", "1") or 1)
+    return max(len(real), simulated, 1)
 
 
 def _marker_count(marker: pytest.Mark) -> int:

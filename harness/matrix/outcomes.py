@@ -73,8 +73,13 @@ def merge_ranks(per_rank: dict[int, Attempt]) -> Attempt:
     worst = per_rank[worst_rank]
     bad = [r for r in ranks if per_rank[r].outcome in (FAILED, ERROR)]
     message = worst.message
-    if bad:
-        message = "; ".join(f"rank {r}: {per_rank[r].message}" for r in bad)
+    if bad:  # ranks that failed the same way are named together
+        groups: dict[str, list[int]] = {}
+        for r in bad:
+            groups.setdefault(per_rank[r].message, []).append(r)
+        message = "; ".join(
+            f"{'rank' if len(rs) == 1 else 'ranks'} {', '.join(map(str, rs))}: {text}" for text, rs in groups.items()
+        )
     return Attempt(
         outcome=worst.outcome,
         duration=max(a.duration for a in per_rank.values()),

@@ -373,8 +373,9 @@ class CellRun:
         user = dict(record.properties)
         record.properties = {**props, **{k: v for k, v in user.items() if k not in props}}
         if "repro" not in record.properties:
-            target = record.nodeid if record.nodeid in self.items else " ".join(self.cell.paths)
-            record.properties["repro"] = f"{self.settings.repro_prefix} --cells {cell.name} -- {shlex.quote(target)}"
+            targets = [record.nodeid] if record.nodeid in self.items else (self.user_paths or list(cell.paths))
+            quoted = " ".join(shlex.quote(t) for t in targets)
+            record.properties["repro"] = f"{self.settings.repro_prefix} --cells {cell.name} -- {quoted}"
         return record
 
 

@@ -58,4 +58,6 @@ def test_a_test_passes_only_if_every_rank_passes() -> None:
     assert "--- rank 1 ---" in merged.details
     assert merge_ranks({0: good, 1: Attempt(PASSED)}).outcome == PASSED
     assert merge_ranks({0: Attempt(SKIPPED), 1: Attempt(SKIPPED)}).outcome == SKIPPED
-    assert merge_ranks({0: bad, 1: Attempt(ERROR, message="x")}).outcome == ERROR
+    both = merge_ranks({0: bad, 1: Attempt(ERROR, message="x")})
+    assert both.outcome == ERROR and both.message == "rank 0: mismatch; rank 1: x"
+    assert merge_ranks({0: bad, 1: bad}).message == "ranks 0, 1: mismatch"
