@@ -145,13 +145,17 @@ def run_command(args: argparse.Namespace) -> int:
             progress.cell_finished(cell.name, _counts_text(result) + f" in {result.wall:.1f}s")
         write_cell_xml(cell.name, result.records, junit_dir / f"{cell.name}.xml")
         results.append(result)
+        if result.interrupted:  # keep what ran, report it, and stop
+            progress.note("interrupted: writing the partial results")
+            break
     wall = time.monotonic() - started
 
     from harness.report.api import finish_run
 
     finish_run(out)
     _write_run_summary(out / "matrix.json", results, wall)
-    return _print_summary(results, wall, out)
+    code = _print_summary(results, wall, out)
+    return 130 if any(r.interrupted for r in results) else code
 
 
 def _skipped_cell_record(cell: Cell, reason: str) -> TestRecord:

@@ -59,7 +59,7 @@ class RunSettings:
     timeout: float | None = None  # overrides the cells' per-test timeout
     pytest_args: tuple[str, ...] = ()
     repro_prefix: str = "xharness run"  # plus --matrix/--runtime when they are not the defaults
-    grace: float = 10.0
+    grace: float = 10.0  # at most this long past a test's limit before the watchdog steps in
     idle_limit: float = 300.0
 
 
@@ -70,6 +70,7 @@ class CellResult:
     wall: float = 0.0
     launches: int = 0
     skipped: str = ""  # why the cell did not run here
+    interrupted: bool = False  # stopped by Ctrl-C: the records are partial
 
     @property
     def test_time(self) -> float:
@@ -111,6 +112,8 @@ class CellRun:
         self.settings = settings
         self.progress = progress
         self.timeout = settings.timeout or cell.timeout
+        # the in-process timer fires first; the watchdog is the backstop for when it cannot
+        self.grace = min(settings.grace, max(1.0, self.timeout))
         self.logs = settings.out_dir / "logs" / cell.name
         self.records: dict[str, TestRecord] = {}
         self.items: dict[str, tuple[str, int | None]] = {}
@@ -124,19 +127,24 @@ class CellRun:
 
     # -- the whole cell ---------------------------------------------------------------------------
     def run(self) -> CellResult:
+        """The cell's records; on Ctrl-C, those gathered so far (``interrupted`` set)."""
         started = time.monotonic()
         shutil.rmtree(self.logs, ignore_errors=True)
         self.logs.mkdir(parents=True, exist_ok=True)
-        self.execute(None)
-        for round_no in range(1, self.settings.reruns + 1):
-            todo = [n for n in self.order if n in self.records and self.records[n].final.outcome in (FAILED, ERROR)]
-            if not todo:
-                break
-            self.progress.rerun_started(round_no, len(todo))
-            self._finished_seen.clear()
-            self.execute(todo)
+        interrupted = False
+        try:
+            self.execute(None)
+            for round_no in range(1, self.settings.reruns + 1):
+                todo = [n for n in self.order if n in self.records and self.records[n].final.outcome in (FAILED, ERROR)]
+                if not todo:
+                    break
+                self.progress.rerun_started(round_no, len(todo))
+                self._finished_seen.clear()
+                self.execute(todo)
+        except KeyboardInterrupt:  # the launch has already stopped its processes
+            interrupted = True
         records = [self._finalize(r) for r in self.records.values()]
-        return CellResult(self.cell, records, time.monotonic() - started, self.launches)
+        return CellResult(self.cell, records, time.monotonic() - started, self.launches, interrupted=interrupted)
 
     def execute(self, select: list[str] | None) -> None:
         """Launch until every selected test has an attempt (or no launch can make progress)."""
@@ -182,7 +190,7 @@ class CellRun:
         base_env["PYTHONUNBUFFERED"] = "1"
         if self.cell.multiprocess:
             base_env["HARNESS_COORDINATOR"] = f"127.0.0.1:{free_port()}"
-            base_env.setdefault("HARNESS_HEARTBEAT_TIMEOUT", str(int(self.timeout + self.settings.grace + 30)))
+            base_env.setdefault("HARNESS_HEARTBEAT_TIMEOUT", str(int(self.timeout + self.grace + 30)))
         specs = []
         for rank in range(self.cell.processes):
             events = self.logs / f"{tag}.rank{rank}.events.jsonl"
@@ -194,7 +202,7 @@ class CellRun:
             specs,
             cwd=self.settings.matrix.root,
             test_timeout=self.timeout,
-            grace=self.settings.grace,
+            grace=self.grace,
             idle_limit=self.settings.idle_limit,
             on_event=self._on_event,
         ).run()
@@ -302,11 +310,17 @@ class CellRun:
         stack = state.new_stack_text()
         timed_out = state.timed_out or (code == 1 and not state.ended and "Timeout (" in stack)
         where = f"during {nodeid}" if nodeid else ("before any test started" if not self.collected else "between tests")
-        if timed_out:
+        if timed_out and state.timed_out:
+            why = (f"ran past its {self.timeout:g}s time limit and its own timer did not stop it; "
+                   f"stopped by the supervisor {self.grace:g}s later (stacks dumped on request)")
+            kind, sig, exit_code = KIND_TIMEOUT, None, None
+        elif timed_out:
             why = f"ran past its {self.timeout:g}s time limit (all thread stacks dumped)"
             kind, sig, exit_code = KIND_TIMEOUT, None, None
         elif code is not None and code < 0:
             why = describe_exit(code)
+            if code == -9 and not state.stopped:
+                why += " (not sent by the harness: often the out-of-memory killer)"
             kind, sig, exit_code = KIND_SIGNAL, -code, None
         else:
             why = describe_exit(code)

@@ -47,6 +47,11 @@ SUITE = {
         def test_exit():
             os._exit(3)
 
+        def test_hang_past_the_timer():
+            import faulthandler
+            faulthandler.cancel_dump_traceback_later()  # the in-process timer cannot help here
+            time.sleep(120)
+
         def test_memory():
             bytearray(1 << 62)
 
@@ -77,7 +82,7 @@ def test_each_crash_kind_is_recorded_and_the_rest_of_the_cell_runs(tmp_path: Pat
     ids = {n.rsplit("::", 1)[1]: r for n, r in records.items()}
     assert sorted(ids) == sorted(
         ["test_before", "test_segv", "test_between_1", "test_abort", "test_between_2", "test_hang",
-         "test_exit", "test_memory", "test_fails", "test_after"]
+         "test_exit", "test_hang_past_the_timer", "test_memory", "test_fails", "test_after"]
     )
     for name in ("test_before", "test_between_1", "test_between_2", "test_after"):
         assert ids[name].final.outcome == PASSED, (name, ids[name].final.message)
@@ -87,6 +92,8 @@ def test_each_crash_kind_is_recorded_and_the_rest_of_the_cell_runs(tmp_path: Pat
         "test_abort": (ERROR, KIND_SIGNAL, signal.SIGABRT, None, "test_abort"),
         "test_hang": (ERROR, KIND_TIMEOUT, None, None, "test_hang"),
         "test_exit": (ERROR, KIND_EXIT, None, 3, ""),
+        # the supervisor's watchdog: stacks on request (SIGUSR1), then SIGTERM
+        "test_hang_past_the_timer": (ERROR, KIND_TIMEOUT, None, None, "test_hang_past_the_timer"),
         "test_memory": (ERROR, KIND_MEMORY, None, None, "MemoryError"),
         "test_fails": (FAILED, "", None, None, "assert"),
     }
@@ -108,6 +115,8 @@ def test_each_crash_kind_is_recorded_and_the_rest_of_the_cell_runs(tmp_path: Pat
     assert props["jax"] and props["jaxlib"]
     assert props["repro"].endswith("--cells c2 -- tests/test_kinds.py::test_before")
     assert "output of a passing test" in ids["test_before"].final.stdout
-    # one launch for the start, one restart per process death (segv, abort, hang, exit)
-    assert "5 launch(es)" in result.stdout
+    watchdog = ids["test_hang_past_the_timer"].final
+    assert 5 < watchdog.duration < 30  # limit 3 s, plus at most as much grace again
+    # one launch for the start, one restart per process death (segv, abort, hang, exit, hang)
+    assert "6 launch(es)" in result.stdout
     assert (result.out / "junit.xml").exists() and (result.out / "index.html").exists()
