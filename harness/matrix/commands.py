@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
 import time
 from pathlib import Path
@@ -129,6 +130,20 @@ def run_command(args: argparse.Namespace) -> int:
     for stale in junit_dir.glob("*.xml"):  # this run's directory describes this run only
         stale.unlink()
 
+    # a cancelled CI job sends SIGTERM: treat it like Ctrl-C, so every launch stops its process
+    # groups (they run in their own sessions and would otherwise outlive us) and results are kept
+    previous = signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        return _run_cells(cells, settings, out, junit_dir)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def _run_cells(cells: list[Cell], settings: RunSettings, out: Path, junit_dir: Path) -> int:
     from harness.report.junit import write_cell_xml
 
     progress = Progress(len(cells))

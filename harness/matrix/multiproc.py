@@ -98,6 +98,7 @@ class LaunchResult:
     failure: str = ""  # why the supervisor cut the launch short ("" if it did not)
     culprit: int | None = None  # the rank that failed first
     wall: float = 0.0
+    interrupted: bool = False  # Ctrl-C or SIGTERM reached the supervisor
 
 
 def _read_from(path: Path, offset: int) -> str:
@@ -151,14 +152,18 @@ class Launch:
     # -- lifecycle --------------------------------------------------------------------------------
     def run(self) -> LaunchResult:
         started = time.monotonic()
+        interrupted = False
         try:
             self._start()
             self._watch()
+        except KeyboardInterrupt:
+            interrupted = True
+            self._failure = self._failure or "interrupted (Ctrl-C or SIGTERM)"
         finally:
             self._sweep()
         for state in self.ranks:  # events written just before exit
             self._drain(state)
-        return LaunchResult(self.ranks, self._failure, self._culprit, time.monotonic() - started)
+        return LaunchResult(self.ranks, self._failure, self._culprit, time.monotonic() - started, interrupted)
 
     def _start(self) -> None:
         for spec in self.specs:

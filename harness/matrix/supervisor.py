@@ -156,6 +156,8 @@ class CellRun:
             if pending is None:
                 pending = list(self.order)
             completed = self._take_completed(result, set(pending))
+            if result.interrupted:  # keep what finished; the test in progress was not at fault
+                raise KeyboardInterrupt
             abnormal = bool(result.failure) or any(s.abnormal for s in result.ranks)
             crashed = self._take_crash(result) if abnormal else None
             pending = [n for n in pending if n not in completed and n != crashed]
