@@ -35,6 +35,23 @@ _CELL_KEYS = {
     "description",
 }
 _TOP_KEYS = {"root", "defaults", "cells"}
+#: environment variables a cell's fields own; setting them in ``env`` would contradict the fields
+_OWNED_ENV = {
+    "JAX_NUM_CPU_DEVICES": "devices",
+    "JAX_PLATFORMS": "backend",
+    "HARNESS_CELL": "the cell's name",
+    "HARNESS_BACKEND": "backend",
+    "HARNESS_DEVICES": "devices",
+    "HARNESS_PROCESSES": "processes",
+    "HARNESS_PROCESS_ID": "processes",
+    "HARNESS_COORDINATOR": "processes",
+    "HARNESS_SLICES": "slices",
+    "HARNESS_NUM_SLICES": "slices",
+    "HARNESS_RUNTIME": "--runtime",
+    "HARNESS_FUNCTIONALIZATION": "runtime.functionalization",
+    "HARNESS_DISABLE_FUNCTIONALIZATION": "runtime.functionalization",
+    "HARNESS_PARAM_ALIASING": "runtime.param_aliasing",
+}
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
 
@@ -265,6 +282,10 @@ class _Parser:
             for name, v in value.items():
                 if not isinstance(v, str):
                     raise self.fail((*table, key), name, f"environment values are strings, got {v!r}")
+                if name in _OWNED_ENV:
+                    raise self.fail((*table, key), name, f"set from the cell's {_OWNED_ENV[name]}; change that instead")
+                if name == "XLA_FLAGS" and "xla_force_host_platform_device_count" in v:
+                    raise self.fail((*table, key), name, "the device count comes from the cell's devices")
             return dict(value)
         if key == "runtime":
             if not isinstance(value, dict):

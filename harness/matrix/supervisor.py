@@ -5,6 +5,10 @@ event stream, and when a launch dies, attribute the death to the test that was r
 (kind, signal or exit code, faulthandler stacks, the native output since the test started), then
 launch again for the tests not yet run, so one crash costs one test. Reruns (``--reruns N``) launch
 the failed tests again and append attempts, which is how a flaky test is told from a broken one.
+
+The full list of node ids comes from the first launch itself: the plugin reports the collected
+items before the first test runs (so the cell does not pay for a separate ``--collect-only``
+process), and a later launch is told exactly which of them to keep (``--xharness-select``).
 """
 
 from __future__ import annotations

@@ -73,6 +73,7 @@ BAD = [
     ("[cells.a]\n[cells.a.runtime]\nfunctionalization = \"off\"\n", 3, "cells.a.runtime.functionalization", "true or false"),
     ("[cells.a]\ndevices = 1\nenv = { X = 1 }\n", 3, "cells.a.env.X", "strings"),
     ("[cells.a]\npaths = []\n", 2, "cells.a.paths", "at least one"),
+    ("[cells.a]\ndevices = 2\nenv = { JAX_NUM_CPU_DEVICES = \"4\" }\n", 3, "cells.a.env.JAX_NUM_CPU_DEVICES", "devices"),
     ("[cells.a]\ntimeout = -1\n", 2, "cells.a.timeout", "positive number"),
     ("root = \"..\"\n", None, "cells", "at least one"),
     ("[cells.a]\ndevices = 1\n[cells.\"b c\"]\ndevices = 1\n", 3, "cells.b c", "cell names"),

@@ -36,6 +36,7 @@ SUITE = {
             pass
 
         def test_abort():
+            os.write(2, b"F0000 client.cc:80] Check failed: buffer is deleted\\n")  # native, not captured
             os.abort()  # what a failed CHECK in native code does
 
         def test_between_2():
@@ -105,6 +106,8 @@ def test_each_crash_kind_is_recorded_and_the_rest_of_the_cell_runs(tmp_path: Pat
             problems.append(f"{name}: got {seen}, details {attempt.details[:300]!r}")
     assert not problems, "\n".join(problems)
 
+    # the native output of the dying test is kept with its record
+    assert "Check failed: buffer is deleted" in ids["test_abort"].final.stderr
     hang = ids["test_hang"].final
     assert "Timeout (0:00:03)" in hang.details  # faulthandler dumped every thread
     assert 2.5 < hang.duration < 30
