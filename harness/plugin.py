@@ -66,6 +66,17 @@ def request_cpu_devices(count: int = DEFAULT_CPU_DEVICES) -> None:
 request_cpu_devices()  # at import: entry-point plugins load before conftest files and tests
 
 
+def _dup_stderr() -> int | None:
+    """The terminal's stderr, kept before pytest's capture redirects fd 2 (for time-limit dumps)."""
+    try:
+        return os.dup(2)
+    except OSError:
+        return None
+
+
+_TERMINAL_STDERR = _dup_stderr()
+
+
 # -- options, markers, hypothesis profiles --------------------------------------------------------
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("xharness", "xharness device matrix")
@@ -85,14 +96,17 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--xharness-select", default=None, help="(supervisor) JSON list of node ids to run")
 
 
-def _register_hypothesis_profiles() -> None:
-    """Deterministic by default: a failing example is reproducible from the printed blob."""
+def _hypothesis_profiles(config: pytest.Config) -> None:
+    """Deterministic by default (a failure replays from its printed blob), no deadline (XLA
+    compile times vary); ``--hypothesis-profile xharness-explore`` searches wider."""
     try:
         from hypothesis import settings
     except ImportError:
         return
     settings.register_profile("xharness", deadline=None, derandomize=True, print_blob=True, database=None)
     settings.register_profile("xharness-explore", deadline=None, max_examples=500, print_blob=True)
+    if not config.getoption("hypothesis_profile", None):
+        settings.load_profile("xharness")
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -100,22 +114,41 @@ def pytest_configure(config: pytest.Config) -> None:
     for line in _MARKERS:
         config.addinivalue_line("markers", line)
     request_cpu_devices()
-    _register_hypothesis_profiles()
-    if "hypothesis" in sys.modules and not config.getoption("hypothesis_profile", None):
-        from hypothesis import settings
-
-        settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "xharness"))
+    _hypothesis_profiles(config)
     if _is_xdist_worker(config):
+        timeout = config.getoption("xharness_timeout")
+        if timeout:  # each worker guards its own tests
+            config.pluginmanager.register(_TimeLimit(timeout), "xharness-time-limit")
         return
     if os.environ.get("HARNESS_COORDINATOR"):
         _join_distributed(config)
     events = config.getoption("xharness_events")
     if events:
         config.pluginmanager.register(_Supervised(config, Path(events)), "xharness-supervised")
+    elif config.getoption("xharness_timeout") and not _uses_xdist(config):
+        config.pluginmanager.register(_TimeLimit(config.getoption("xharness_timeout")), "xharness-time-limit")
 
 
 def _is_xdist_worker(config: pytest.Config) -> bool:
     return hasattr(config, "workerinput")
+
+
+def _uses_xdist(config: pytest.Config) -> bool:
+    return bool(getattr(config.option, "numprocesses", None))
+
+
+class _TimeLimit:
+    """``--xharness-timeout`` outside the supervisor: dump every thread to stderr and exit."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+
+    def pytest_runtest_logstart(self, nodeid: str, location: tuple[str, int | None, str]) -> None:
+        target = _TERMINAL_STDERR if _TERMINAL_STDERR is not None else sys.__stderr__
+        faulthandler.dump_traceback_later(self.seconds, exit=True, file=target)
+
+    def pytest_runtest_logfinish(self, nodeid: str, location: tuple[str, int | None, str]) -> None:
+        faulthandler.cancel_dump_traceback_later()
 
 
 def _join_distributed(config: pytest.Config) -> None:

@@ -117,3 +117,11 @@ def test_bad_marker_argument_is_a_usage_error(tmp_path: Path) -> None:
     proc = _pytest(tmp_path)
     assert proc.returncode != 0
     assert "needs a positive integer" in proc.stdout + proc.stderr
+
+
+def test_time_limit_outside_the_supervisor_dumps_stacks_and_exits(tmp_path: Path) -> None:
+    (tmp_path / "test_slow.py").write_text("import time\n\ndef test_ok():\n    pass\n\ndef test_slow():\n    time.sleep(60)\n")
+    proc = _pytest(tmp_path, "--xharness-timeout", "1.5")
+    assert proc.returncode != 0
+    assert "Timeout (0:00:01.500000)!" in proc.stderr
+    assert 'test_slow.py", line 7 in test_slow' in proc.stderr
