@@ -295,6 +295,7 @@ class CellRun:
         state = culprit or result.ranks[0]
         attempt = self._crash_attempt(result, state, nodeid)
         if nodeid is not None:
+            self._note_peer_failures(result, state, nodeid, attempt)
             self._add(nodeid, attempt)
             self.progress.test_done(nodeid, ERROR)
             self._finished_seen.add(nodeid)
@@ -304,6 +305,19 @@ class CellRun:
         else:
             self._cell_record(SESSION_ID, attempt)
         return None
+
+    def _note_peer_failures(self, result: LaunchResult, state: RankState, nodeid: str, attempt: Attempt) -> None:
+        """A rank that failed the same test before the crash is often its cause (it left a peer
+        alone in a collective): keep what it reported with the crash record."""
+        for other in result.ranks:
+            if other is state:
+                continue
+            failed = [e for e in other.reader.events
+                      if e.get("event") == "report" and e.get("nodeid") == nodeid and e.get("outcome") == "failed"]
+            if failed:
+                first = failed[0]
+                attempt.message += f"; rank {other.rank} had failed in {first.get('when')}: {first.get('message')}"
+                attempt.details += f"\n\n--- rank {other.rank} failure ---\n{first.get('longrepr') or ''}"
 
     def _culprit(self, result: LaunchResult) -> RankState | None:
         if result.culprit is not None:

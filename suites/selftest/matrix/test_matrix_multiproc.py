@@ -54,6 +54,11 @@ SUITE = {
             if jax.process_index() == 1:
                 time.sleep(300)
 
+        def test_rank_fails_before_a_collective():
+            if jax.process_index() == 0:
+                raise AssertionError("rank 0 broke before the collective")
+            multihost_utils.process_allgather(np.array([1.0]))  # waits for rank 0 forever
+
         def test_after():
             note_pid(os.getpid())
             assert jax.process_count() == 2
@@ -66,7 +71,7 @@ MATRIX = """
     devices = 2
     processes = 2
     paths = ["tests"]
-    timeout = 4
+    timeout = 6
     env = {{ PID_DIR = "{pids}" }}
 """
 
@@ -91,12 +96,18 @@ def test_two_process_cell_collectives_and_failing_ranks(tmp_path: Path) -> None:
 
     hung = records["test_rank_hangs"].final
     assert (hung.outcome, hung.kind) == (ERROR, KIND_RANK), hung
-    assert "rank 1 ran past its 4s time limit" in hung.message
-    assert "Timeout (0:00:04)" in hung.details  # rank 1's stacks
+    assert "rank 1 ran past its 6s time limit" in hung.message
+    assert "Timeout (0:00:06)" in hung.details  # rank 1's stacks
     assert "time.sleep(300)" in hung.details or "test_rank_hangs" in hung.details
 
-    # bounded: 3 launches (start + one restart per failing rank), each a few seconds
-    assert result.seconds < 90, result.seconds
+    # the rank left alone in a collective hangs; the record names it and keeps rank 0's failure
+    lonely = records["test_rank_fails_before_a_collective"].final
+    assert (lonely.outcome, lonely.kind) == (ERROR, KIND_RANK), lonely
+    assert "rank 1 ran past its 6s time limit" in lonely.message
+    assert "rank 0 had failed in call: AssertionError: rank 0 broke before the collective" in lonely.message
+
+    # bounded: 4 launches (start + one restart per failing rank), each a few seconds
+    assert result.seconds < 120, result.seconds
     assert (result.out / "logs" / "mp" / "rank0.log").exists() and (result.out / "logs" / "mp" / "rank1.log").exists()
     recorded = [int(p.name) for p in pids.iterdir()]
     assert len(recorded) >= 7  # both ranks of four tests, minus the hung rank-1 run, plus the sleep
