@@ -36,7 +36,7 @@ _CELL_KEYS = {
 }
 _TOP_KEYS = {"root", "defaults", "cells"}
 #: environment variables a cell's fields own; setting them in ``env`` would contradict the fields
-_OWNED_ENV = {
+OWNED_ENV = {
     "JAX_NUM_CPU_DEVICES": "devices",
     "JAX_PLATFORMS": "backend",
     "HARNESS_CELL": "the cell's name",
@@ -282,8 +282,8 @@ class _Parser:
             for name, v in value.items():
                 if not isinstance(v, str):
                     raise self.fail((*table, key), name, f"environment values are strings, got {v!r}")
-                if name in _OWNED_ENV:
-                    raise self.fail((*table, key), name, f"set from the cell's {_OWNED_ENV[name]}; change that instead")
+                if name in OWNED_ENV:
+                    raise self.fail((*table, key), name, f"set from the cell's {OWNED_ENV[name]}; change that instead")
                 if name == "XLA_FLAGS" and "xla_force_host_platform_device_count" in v:
                     raise self.fail((*table, key), name, "the device count comes from the cell's devices")
             return dict(value)

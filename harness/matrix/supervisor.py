@@ -23,7 +23,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness.matrix.config import Cell, Matrix
+from harness.matrix.config import OWNED_ENV, Cell, Matrix
 from harness.matrix.events import Event
 from harness.matrix.multiproc import (
     Launch,
@@ -191,7 +191,8 @@ class CellRun:
         if select is not None:
             select_file = self.logs / f"{tag}.select.json"
             select_file.write_text(json.dumps(select))
-        base_env = {k: v for k, v in os.environ.items() if k not in _SCRUBBED_ENV}
+        # nothing of an enclosing cell (xharness run inside a cell) may leak into this one
+        base_env = {k: v for k, v in os.environ.items() if k not in _SCRUBBED_ENV and k not in OWNED_ENV}
         base_env.update(self.cell.environment(self.settings.runtime))
         base_env["PYTHONUNBUFFERED"] = "1"
         if self.cell.multiprocess:
@@ -388,8 +389,10 @@ class CellRun:
         return record
 
     def _cell_record(self, nodeid: str, attempt: Attempt) -> None:
+        """A record for the cell as a whole, pointing at the matrix file that defines it."""
         record = self._add(nodeid, attempt)
-        record.file = ""
+        record.file = _relative(self.settings.matrix.path, self.settings.matrix.root)
+        record.line = self.cell.line
 
     def _finalize(self, record: TestRecord) -> TestRecord:
         cell = self.cell
@@ -407,10 +410,20 @@ class CellRun:
         user = dict(record.properties)
         record.properties = {**props, **{k: v for k, v in user.items() if k not in props}}
         if "repro" not in record.properties:
-            targets = [record.nodeid] if record.nodeid in self.items else (self.user_paths or list(cell.paths))
+            if record.nodeid in self.items:
+                targets = [record.nodeid]
+            else:  # a cell-level record: replay the whole cell with the same arguments
+                targets = [*(self.user_paths or cell.paths), *self.user_options]
             quoted = " ".join(shlex.quote(t) for t in targets)
             record.properties["repro"] = f"{self.settings.repro_prefix} --cells {cell.name} -- {quoted}"
         return record
+
+
+def _relative(path: Path, root: Path) -> str:
+    try:
+        return str(path.resolve().relative_to(root))
+    except ValueError:
+        return str(path)
 
 
 def _segment(log: str, nodeid: str | None) -> str:

@@ -123,3 +123,19 @@ def test_each_crash_kind_is_recorded_and_the_rest_of_the_cell_runs(tmp_path: Pat
     # one launch for the start, one restart per process death (segv, abort, hang, exit, hang)
     assert "6 launch(es)" in result.stdout
     assert (result.out / "junit.xml").exists() and (result.out / "index.html").exists()
+
+
+def test_a_cell_that_cannot_start_or_selects_nothing_still_has_a_record(tmp_path: Path) -> None:
+    write_suite(tmp_path, {"tests/test_ok.py": "def test_ok():\n    pass\n"})
+    write_matrix(tmp_path, MATRIX)
+    broken = run_matrix(tmp_path, "--", "--no-such-flag")
+    assert broken.returncode == 1
+    (record,) = broken.records("c2").values()
+    assert (record.classname, record.name, record.file) == ("xharness", "startup", "matrix.toml")
+    assert (record.final.outcome, record.final.kind, record.final.exit_code) == (ERROR, KIND_EXIT, 4)
+    assert "unrecognized arguments: --no-such-flag" in record.final.stderr
+    assert record.properties["repro"].endswith("--cells c2 -- tests --no-such-flag")
+
+    empty = run_matrix(tmp_path, "--", "-k", "no_such_test")
+    assert empty.returncode == 1
+    assert [r.name for r in empty.records("c2").values()] == ["no-tests"]
