@@ -191,17 +191,22 @@ class _Parser:
         """
         current: tuple[str, ...] = ()
         header_line: int | None = None
+        subtable_line: int | None = None  # ``[table.key...]``: the key spelled as a table header
         for number, raw in enumerate(self.lines, start=1):
             line = raw.strip()
             if line.startswith("["):
                 current = _split_header(line)
                 if current == table and header_line is None:
                     header_line = number
+                if key is not None and subtable_line is None and current[: len(table) + 1] == (*table, key):
+                    subtable_line = number
                 continue
             if key is None or current != table:
                 continue
             if re.match(rf'^["\']?{re.escape(key)}["\']?\s*=', line):
                 return number
+        if subtable_line is not None:
+            return subtable_line
         if header_line is not None:
             return header_line
         if len(table) > 1:  # maybe an inline table in the parent: point at its key

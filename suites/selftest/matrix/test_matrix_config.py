@@ -76,6 +76,7 @@ BAD = [
     ("[cells.a]\ndevices = 2\nenv = { JAX_NUM_CPU_DEVICES = \"4\" }\n", 3, "cells.a.env.JAX_NUM_CPU_DEVICES", "devices"),
     ("[cells.a]\ntimeout = -1\n", 2, "cells.a.timeout", "positive number"),
     ("root = \"..\"\n", None, "cells", "at least one"),
+    ("root = \"..\"\n\n[cell.cpu-1]\ndevices = 1\n", 3, "cell", "unknown key"),
     ("[cells.a]\ndevices = 1\n[cells.\"b c\"]\ndevices = 1\n", 3, "cells.b c", "cell names"),
 ]
 
