@@ -54,9 +54,12 @@ _secondary_backend_started = False
 
 
 def _slices(devices: list[jax.Device], process_count: int) -> tuple[int, ...]:
-    """Real ``slice_index`` where the platform has it, else the configured simulated slices."""
+    """Real ``slice_index`` where the platform reports several slices, else the configured
+    simulated slices (CPU devices under ``jax.distributed`` report ``slice_index`` 0 everywhere)."""
     if devices and all(hasattr(d, "slice_index") for d in devices):
-        return tuple(int(d.slice_index) for d in devices)
+        real = tuple(int(d.slice_index) for d in devices)
+        if len(set(real)) > 1:
+            return real
     wanted = max(1, int(config.options.num_slices))
     if len(devices) % wanted:
         raise ValueError(
