@@ -7,6 +7,10 @@ import pytest
 
 from harness.scenarios import registry, runner
 
+# the catalog also runs in the multi-process cells (2 x 4 devices over jax.distributed, and one
+# process per slice), where every scenario must hold in every rank
+pytestmark = pytest.mark.multiprocess
+
 SCENARIOS = registry.all_scenarios()
 SEED = 0
 
@@ -14,8 +18,6 @@ SEED = 0
 @pytest.mark.parametrize("mode", ["fixed", "injected"])
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=[s.id for s in SCENARIOS])
 def test_scenario(scenario, mode: str, record_property) -> None:
-    if jax.process_count() > 1:
-        pytest.skip("catalog scenarios run in single-process cells")
     devices = len(jax.devices())
     unmet = scenario.needs.unmet(devices)
     if unmet:
