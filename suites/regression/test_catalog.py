@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import jax
 import pytest
 
@@ -23,11 +25,13 @@ def test_scenario(scenario, mode: str, record_property) -> None:
     if unmet:
         pytest.skip(f"{scenario.id}: {unmet}")
     inject = mode == "injected"
-    result = runner.run(scenario, inject, SEED, devices)
+    cell = os.environ.get("HARNESS_CELL")  # set when the supervisor runs this process as a cell
+    result = runner.run(scenario, inject, SEED, devices, cell)
     record_property("scenario", scenario.id)
     record_property("mode", mode)
     record_property("seed", str(SEED))
-    record_property("repro", result.repro)
+    if jax.process_count() == 1:  # multi-process cells replay through `xharness run --cells`
+        record_property("repro", result.repro)
     details = "\n".join(
         f"{v.variant}: {v.outcome} {v.error}\n{v.traceback}" for v in result.variants
     )
