@@ -20,6 +20,9 @@ SEED = 0
 @pytest.mark.parametrize("mode", ["fixed", "injected"])
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=[s.id for s in SCENARIOS])
 def test_scenario(scenario, mode: str, record_property) -> None:
+    record_property("scenario", scenario.id)
+    record_property("mode", mode)
+    record_property("seed", str(SEED))
     devices = len(jax.devices())
     unmet = scenario.needs.unmet(devices)
     if unmet:
@@ -27,9 +30,6 @@ def test_scenario(scenario, mode: str, record_property) -> None:
     inject = mode == "injected"
     cell = os.environ.get("HARNESS_CELL")  # set when the supervisor runs this process as a cell
     result = runner.run(scenario, inject, SEED, devices, cell)
-    record_property("scenario", scenario.id)
-    record_property("mode", mode)
-    record_property("seed", str(SEED))
     if jax.process_count() == 1:  # multi-process cells replay through `xharness run --cells`
         record_property("repro", result.repro)
     details = "\n".join(
