@@ -50,9 +50,9 @@ MARKED = '''
 
 
 def _pytest(tmp_path: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
-    clean = {k: v for k, v in os.environ.items()
-             if k not in ("JAX_NUM_CPU_DEVICES", "XLA_FLAGS", "HARNESS_CELL", "PYTEST_ADDOPTS")
-             and not k.startswith("PYTEST_XDIST")}
+    clean = {k: v for k, v in os.environ.items()  # nothing of an enclosing cell or xdist worker
+             if k not in ("JAX_NUM_CPU_DEVICES", "XLA_FLAGS", "JAX_PLATFORMS", "PYTEST_ADDOPTS")
+             and not k.startswith(("PYTEST_XDIST", "HARNESS_"))}
     return subprocess.run(
         [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--strict-markers", "-rs", "-q", *args],
         cwd=tmp_path, env={**clean, **env}, capture_output=True, text=True, timeout=120,
