@@ -55,4 +55,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # run as a script this module is ``__main__``; the subcommands raise ``harness.cli.UsageError``,
+    # so dispatch through the imported module for the exit code 2 to be kept
+    from harness.cli import main as _main
+
+    sys.exit(_main())

@@ -125,8 +125,16 @@ def attempt_message(attempt: Attempt) -> str:
         prefix = "timed out"
     elif attempt.kind == KIND_MEMORY and not message:
         prefix = "out of memory"
-    elif attempt.kind == KIND_RANK and not message:
-        prefix = "a rank of the multi-process cell failed"
+    elif attempt.kind == KIND_RANK:
+        numbers = []
+        if attempt.signal is not None:
+            numbers.append(f"signal {attempt.signal} ({signal_name(attempt.signal)})")
+        if attempt.exit_code is not None:
+            numbers.append(f"exit code {attempt.exit_code}")
+        if numbers:  # kept in the message so that reading the file back recovers them
+            prefix = f"a rank of the multi-process cell failed ({', '.join(numbers)})"
+        elif not message:
+            prefix = "a rank of the multi-process cell failed"
     if prefix and not message.startswith(prefix):
         message = f"{prefix}: {message}" if message else prefix
     return xml_text(message, MAX_MESSAGE_CHARS)
@@ -276,9 +284,9 @@ def _kind(result_type: str | None) -> str:
 
 def _crash_numbers(attempt: Attempt) -> None:
     """Recover the signal number or exit code from a crash message written by this module."""
-    if attempt.kind == KIND_SIGNAL and (m := _SIGNAL_RE.search(attempt.message)):
+    if attempt.kind in (KIND_SIGNAL, KIND_RANK) and (m := _SIGNAL_RE.search(attempt.message)):
         attempt.signal = int(m.group(1))
-    elif attempt.kind == KIND_EXIT and (m := _EXIT_RE.search(attempt.message)):
+    if attempt.kind in (KIND_EXIT, KIND_RANK) and (m := _EXIT_RE.search(attempt.message)):
         attempt.exit_code = int(m.group(1))
 
 

@@ -10,7 +10,7 @@ from junitparser import Error, Failure, Skipped, xunit2
 from report_samples import MODULE, make_records
 
 from harness.report.junit import read_records, write_cell_xml
-from harness.report.records import FAILED, FLAKY, PASSED, Attempt, TestRecord
+from harness.report.records import FAILED, FLAKY, KIND_RANK, PASSED, Attempt, TestRecord
 
 SCHEMA = Path(__file__).parents[3] / "harness/report/schema/junit-10.xsd"
 
@@ -191,3 +191,21 @@ def test_every_record_kind_reads_back_with_its_classification(tmp_path: Path) ->
     classes = [r.classification for r in read_records(path)]
     assert classes == [r.classification for r in records]
     assert FLAKY in classes
+
+
+def test_rank_record_keeps_its_signal_and_exit_code(tmp_path: Path) -> None:
+    killed = Attempt(outcome="error", kind=KIND_RANK, signal=9, message="rank 1 died; rank(s) 0 stopped")
+    exited = Attempt(outcome="error", kind=KIND_RANK, exit_code=4, message="rank 0 exited")
+    records = [
+        TestRecord(nodeid="suites/t.py::test_killed", cell="cpu-2x4", file="suites/t.py", attempts=[killed]),
+        TestRecord(nodeid="suites/t.py::test_exited", cell="cpu-2x4", file="suites/t.py", attempts=[exited]),
+    ]
+    path = tmp_path / "cpu-2x4.xml"
+    write_cell_xml("cpu-2x4", records, path)
+    back = {r.nodeid: r.final for r in read_records(path)}
+    assert back["suites/t.py::test_killed"].signal == 9
+    assert "SIGKILL" in back["suites/t.py::test_killed"].message
+    assert back["suites/t.py::test_exited"].exit_code == 4
+    write_cell_xml("cpu-2x4", read_records(path), tmp_path / "again.xml")  # no stacked prefixes
+    again = {r.nodeid: r.final for r in read_records(tmp_path / "again.xml")}
+    assert again["suites/t.py::test_killed"].message == back["suites/t.py::test_killed"].message
