@@ -55,6 +55,8 @@ _KINDS = CRASH_KINDS | {KIND_EXCEPTION}
 
 #: test-case properties the writer adds itself (never copied back into ``record.properties``)
 PROP_ATTEMPTS, PROP_DURATIONS = "attempts", "durations"
+#: written only when classname, name and file cannot give the node id back (harness-level records)
+PROP_NODEID = "nodeid"
 
 #: caps that keep one runaway test from producing a report no reader can open
 MAX_MESSAGE_CHARS = 8 * 1024
@@ -186,9 +188,11 @@ def record_to_case(record: TestRecord) -> Case:
     if record.line is not None:
         case.line = str(record.line)
     for key, value in record.properties.items():
-        if key not in (PROP_ATTEMPTS, PROP_DURATIONS):
+        if key not in (PROP_ATTEMPTS, PROP_DURATIONS, PROP_NODEID):
             case.add_property(xml_text(str(key), 256), xml_text(str(value), MAX_MESSAGE_CHARS))
     case.add_property(PROP_ATTEMPTS, str(len(record.attempts)))
+    if _nodeid(record.classname, record.name, case.file) != record.nodeid:
+        case.add_property(PROP_NODEID, xml_text(record.nodeid, MAX_MESSAGE_CHARS))
     if len(record.attempts) > 1:
         case.add_property(PROP_DURATIONS, ",".join(f"{a.duration:.3f}" for a in record.attempts))
 
@@ -349,7 +353,7 @@ def case_to_record(case: Case, cell: str, source: Path) -> TestRecord:
     file = case.file or ""
     line = case.line
     return TestRecord(
-        nodeid=_nodeid(classname, case.name, file),
+        nodeid=properties.pop(PROP_NODEID, None) or _nodeid(classname, case.name, file),
         cell=cell,
         file=file,
         line=int(line) if line and line.isdigit() else None,

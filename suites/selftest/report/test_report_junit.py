@@ -209,3 +209,21 @@ def test_rank_record_keeps_its_signal_and_exit_code(tmp_path: Path) -> None:
     write_cell_xml("cpu-2x4", read_records(path), tmp_path / "again.xml")  # no stacked prefixes
     again = {r.nodeid: r.final for r in read_records(tmp_path / "again.xml")}
     assert again["suites/t.py::test_killed"].message == back["suites/t.py::test_killed"].message
+
+
+def test_harness_level_record_reads_back_with_its_node_id(tmp_path: Path) -> None:
+    startup = TestRecord(
+        nodeid="xharness::startup",
+        cell="cpu-4",
+        file="ci/matrix.toml",
+        attempts=[Attempt(outcome="error", kind="exit", exit_code=4, message="pytest could not start")],
+        properties={"cell": "cpu-4"},
+    )
+    ordinary = TestRecord(nodeid="suites/a/test_b.py::TestC::test_d", cell="cpu-4", file="suites/a/test_b.py",
+                          attempts=[Attempt(outcome=PASSED)])
+    path = tmp_path / "cpu-4.xml"
+    write_cell_xml("cpu-4", [startup, ordinary], path)
+    back = {r.nodeid: r for r in read_records(path)}
+    assert set(back) == {"xharness::startup", "suites/a/test_b.py::TestC::test_d"}
+    assert back["xharness::startup"].properties == {"cell": "cpu-4"}
+    assert "nodeid" not in path.read_text().split("test_d")[1]  # only written where it is needed
