@@ -60,9 +60,12 @@ def test_one_job_per_cpu_cell_each_uploading_its_own_artifact(workflow: dict) ->
     assert job["strategy"]["fail-fast"] is False
     assert job["strategy"]["matrix"]["cell"] == CPU_CELLS
     assert any('ci/cell.sh "${{ matrix.cell }}"' in s.get("run", "") for s in job["steps"])
-    (upload,) = steps_using(job, "actions/upload-artifact@v4")
-    assert upload["if"] == "always()"
-    assert upload["with"]["name"] == "junit-${{ matrix.cell }}"
+    uploads = {u["with"]["name"]: u for u in steps_using(job, "actions/upload-artifact@v4")}
+    assert set(uploads) == {"junit-${{ matrix.cell }}", "logs-${{ matrix.cell }}"}
+    assert uploads["junit-${{ matrix.cell }}"]["if"] == "always()"
+    # rank logs only when the cell failed, and never under the junit-* pattern the merge downloads
+    assert uploads["logs-${{ matrix.cell }}"]["if"] == "failure()"
+    assert uploads["logs-${{ matrix.cell }}"]["with"]["path"] == "reports/logs/"
     assert (ROOT / "ci/cell.sh").read_text().count("xharness run --cells") == 1
 
 
