@@ -135,8 +135,6 @@ def cmd_repro(args: argparse.Namespace) -> int:
     if args.cell:
         cmd += ["--cell", args.cell]
     replay = runner.repro_command(scenario.id, args.inject, args.seed, args.cell)
-    if os.environ.get("HARNESS_CRASH_MODE"):
-        replay = f"HARNESS_CRASH_MODE={os.environ['HARNESS_CRASH_MODE']} {replay}"
     start = time.perf_counter()
     try:
         proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=args.timeout)

@@ -9,6 +9,8 @@ error matching no signature is ``failed`` (it caught something, but not its bug)
 from __future__ import annotations
 
 import contextlib
+import os
+import shlex
 import time
 import traceback
 from dataclasses import asdict, dataclass, field
@@ -50,8 +52,14 @@ class Result:
         return asdict(self)
 
 
+#: environment switches that change what a run does, carried into its replay line
+REPLAY_ENV = ("HARNESS_FAULTS", "HARNESS_CRASH_MODE")
+
+
 def repro_command(scenario_id: str, inject: bool, seed: int, cell: str | None = None) -> str:
-    parts = ["xharness", "repro", scenario_id]
+    """The one line that replays a run exactly, environment switches included."""
+    parts = [f"{k}={shlex.quote(os.environ[k])}" for k in REPLAY_ENV if os.environ.get(k)]
+    parts += ["xharness", "repro", scenario_id]
     if inject:
         parts.append("--inject")
     parts += ["--seed", str(seed)]

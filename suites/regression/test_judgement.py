@@ -50,7 +50,9 @@ def broken_only_when_injected(ctx: Context) -> None:
         (broken_only_when_injected, False, runner.PASSED),
     ],
 )
-def test_verdict(variant, inject: bool, expected: str) -> None:
+def test_verdict(variant, inject: bool, expected: str, monkeypatch) -> None:
+    for name in runner.REPLAY_ENV:
+        monkeypatch.delenv(name, raising=False)
     result = runner.run(_scenario(variant), inject, seed=3, devices=1)
     assert result.outcome == expected
     assert result.ok == (expected in (runner.PASSED, runner.REPRODUCED))
@@ -85,3 +87,13 @@ def test_reproducing_another_signature_of_the_scenario_fails() -> None:
     result = runner.run(strict, True, seed=0, devices=1)
     assert result.outcome == runner.FAILED
     assert "expected signature other, saw invariant" in result.variants[0].error
+
+
+def test_replay_line_carries_the_environment_switches(monkeypatch) -> None:
+    monkeypatch.setenv("HARNESS_FAULTS", "aliased-save")
+    monkeypatch.setenv("HARNESS_CRASH_MODE", "signal")
+    line = runner.repro_command("aliased-save", False, 4, "cpu-4")
+    assert (
+        line
+        == "HARNESS_FAULTS=aliased-save HARNESS_CRASH_MODE=signal xharness repro aliased-save --seed 4 --cell cpu-4"
+    )
