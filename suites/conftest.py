@@ -1,4 +1,4 @@
-"""Fixtures for the runtime self-tests.
+"""Fixtures shared by every suite.
 
 Every test starts from the default runtime options and leaves nothing behind: options are restored,
 a pending graph a test left (for example one that reproduced a bug) is forgotten, and a simulated
