@@ -86,6 +86,8 @@ class DeviceData:
 
         On a placeholder there is no shard yet: upstream dereferenced it anyway and crashed.
         """
+        if self._error is not None:  # the execution finished, and failed: say so, not "pending"
+            raise self._error
         array = self._array
         if array is None:
             if crash_mode() == "signal":
@@ -308,6 +310,17 @@ class _Worker:
         self._lock = threading.Lock()
         self._last: threading.Event | None = None
         self._thread: threading.Thread | None = None
+        self._failure: BaseException | None = None  # the first failed execution since the last wait
+
+    def note_failure(self, exc: BaseException) -> None:
+        with self._lock:
+            if self._failure is None:
+                self._failure = exc
+
+    def take_failure(self) -> BaseException | None:
+        with self._lock:
+            failure, self._failure = self._failure, None
+        return failure
 
     def submit(self, job: Any) -> threading.Event:
         done = threading.Event()
@@ -341,11 +354,14 @@ class _Worker:
         done.wait(timeout=30)
         thread.join(timeout=30)
 
-    def wait_all(self) -> None:
+    def wait_all(self, raise_errors: bool = True) -> None:
         with self._lock:
             last = self._last
         if last is not None:
             last.wait()
+        failure = self.take_failure()
+        if failure is not None and raise_errors:
+            raise failure
 
 
 _worker = _Worker()
@@ -401,14 +417,23 @@ def execute(
             for out in outputs:
                 if out.is_placeholder:
                     out.fail(exc)
+            _worker.note_failure(exc)
 
     metrics.executions += 1
     done = _worker.submit(run)
     if wait:
         done.wait()
+        failed = next((o._error for o in outputs if o._error is not None), None)
+        if failed is not None:  # this execution's own failure, reported here and not again
+            earlier = _worker.take_failure()
+            if earlier is not None and earlier is not failed:
+                _worker.note_failure(earlier)  # an earlier, unrelated failure stays queued
+            raise failed
     return [outputs[slot] for slot in where]
 
 
-def wait_device_ops() -> None:
-    """Wait for every execution submitted so far."""
-    _worker.wait_all()
+def wait_device_ops(raise_errors: bool = True) -> None:
+    """Wait for every execution submitted so far; raise the first that failed since the last wait.
+
+    ``raise_errors=False`` only waits and forgets the failure (cleanup between tests)."""
+    _worker.wait_all(raise_errors)

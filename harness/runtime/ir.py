@@ -46,7 +46,7 @@ class Aval(tuple):
 class Node:
     """One recorded operation (or a device-data leaf when ``data`` is set)."""
 
-    __slots__ = ("op", "operands", "attrs", "aval", "data", "leaf", "sharding", "__weakref__")
+    __slots__ = ("op", "operands", "attrs", "aval", "data", "leaf", "origin", "sharding", "__weakref__")
 
     def __init__(
         self,
@@ -61,7 +61,8 @@ class Node:
         self.operands = operands
         self.attrs = attrs
         self.data = data
-        self.leaf = None  # the Storage of a requires-grad leaf whose value this node is
+        self.leaf = None  # weak reference to the Storage of the requires-grad leaf this node is the value of
+        self.origin: Node | None = None  # for device data computed from requires-grad leaves: the IR that computed it
         self.sharding = sharding  # only custom_sharding nodes carry one
         if aval is None:  # a list comprehension: a generator costs more than the whole lookup
             aval = infer_aval(op, attrs, tuple([o.aval for o in operands]))
@@ -77,6 +78,12 @@ class Node:
 
     def __repr__(self) -> str:
         return f"Node({self.op}, shape={self.aval[0] if isinstance(self.aval, Aval) else '...'})"
+
+
+def const(value: Any, dtype: np.dtype) -> Node:
+    """A scalar constant. Its attribute is the value's bytes, so the compile-cache key tells
+    ``0.0`` from ``-0.0`` and a NaN equals itself (Python's ``==`` does neither)."""
+    return Node("const", attrs=(np.asarray(value, dtype=dtype).tobytes(), np.dtype(dtype)))
 
 
 # --------------------------------------------------------------------------- index attributes
@@ -116,7 +123,7 @@ def _with_sharding(attrs: tuple, x: jax.Array) -> jax.Array:
 
 
 OPS: dict[str, Callable[..., Any]] = {
-    "const": lambda a: jnp.asarray(a[0], dtype=a[1]),
+    "const": lambda a: jnp.asarray(np.frombuffer(a[0], dtype=a[1]).reshape(())),
     "identity": lambda a, x: x,
     "stop_gradient": lambda a, x: jax.lax.stop_gradient(x),
     "neg": lambda a, x: -x,

@@ -52,8 +52,10 @@ class Module:
         params.pop(name, None)
         modules.pop(name, None)
         if _is_parameter(value):
+            self.__dict__.pop(name, None)  # e.g. a ``bias = None`` set before: would shadow it
             params[name] = value
         elif isinstance(value, Module):
+            self.__dict__.pop(name, None)
             modules[name] = value
         else:
             object.__setattr__(self, name, value)

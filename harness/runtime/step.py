@@ -8,10 +8,13 @@ cannot know which pending graphs still read the old buffers (upstream issue #842
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterable
 
 from harness.runtime import config, executor, ir
 from harness.runtime.tensor import Storage, Tensor, _live, _live_lock, live_storages
+
+_sync_lock = threading.RLock()
 
 
 def _pending(storages: Iterable[Storage]) -> list[Storage]:
@@ -26,14 +29,19 @@ def _pending(storages: Iterable[Storage]) -> list[Storage]:
 
 def sync(tensors: Iterable[Tensor] | None = None, *, wait: bool = False, donate: bool | None = None) -> None:
     """Execute the pending values of ``tensors`` (all live tensors when None)."""
+    with _sync_lock:  # one sync at a time: each walks and materializes the shared live set
+        _sync(tensors, wait, donate)
+
+
+def _sync(tensors: Iterable[Tensor] | None, wait: bool, donate: bool | None) -> None:
     live = live_storages()
     storages = _pending(live if tensors is None else (t._storage for t in tensors))
     if not storages:
         if wait:
             executor.wait_device_ops()
         return
-    if donate is None:
-        donate = config.options.param_aliasing
+    if donate is None:  # only a full step may donate: a partial sync cannot see every reader
+        donate = config.options.param_aliasing if tensors is None else False
     candidates: list[executor.DeviceData] = []
     if donate:
         held = {id(s.node.data) for s in live if not s.pending}
@@ -49,6 +57,7 @@ def mark_step(wait: bool = False) -> None:
 
 
 def wait_device_ops() -> None:
+    """Wait for every execution submitted so far; raise the first that failed since the last wait."""
     executor.wait_device_ops()
 
 

@@ -35,7 +35,10 @@ def live_storages() -> list[Storage]:
 class Storage:
     """The base value shared by a tensor and all its aliases."""
 
-    __slots__ = ("node", "version", "synced_from", "sharding", "base_data", "requires_grad", "owner", "id", "__weakref__")
+    __slots__ = (
+        "node", "version", "synced_from", "sharding", "base_data", "requires_grad", "grad_dep", "owner", "id",
+        "__weakref__",
+    )
 
     def __init__(self, node: ir.Node) -> None:
         self.node = node
@@ -43,7 +46,8 @@ class Storage:
         self.synced_from = -1  # the version whose value the last materialization computed
         self.sharding: Any = None  # requested output sharding (mark_sharding)
         self.base_data: executor.DeviceData | None = None  # last materialized value, a donation candidate
-        self.requires_grad = False
+        self.requires_grad = False  # a leaf whose gradient is wanted (a parameter)
+        self.grad_dep = False  # a value computed from such leaves: keeps its IR through a sync
         self.owner: weakref.ReferenceType[Tensor] | None = None
         self.id = next(_next_id)
         with _live_lock:
@@ -54,20 +58,32 @@ class Storage:
         return self.node.data is None
 
     def assign(self, node: ir.Node) -> None:
-        """A new (pending) value, after an in-place op on any alias."""
-        if self.node.data is not None and node.data is None:
+        """A new (pending) value, after an in-place op on any alias.
+
+        A value that is another storage's device data is copied, never adopted: adopting it would
+        drop this storage's own layout and, for a parameter, its identity as a gradient leaf.
+        """
+        if self.node.data is not None:
             self.base_data = self.node.data
-        if self.requires_grad and node.data is None:
+        if node.data is not None or self.requires_grad:
             node = ir.Node("identity", (node,))
-            node.leaf = self
+            if self.requires_grad:
+                node.leaf = weakref.ref(self)
         self.node = node
         self.version += 1
 
     def materialize(self, data: executor.DeviceData) -> None:
-        """The pending value was executed: the storage now holds device data."""
+        """The pending value was executed: the storage now holds device data.
+
+        A value computed from parameters keeps the IR that computed it (``origin``), so a read or a
+        step between the forward pass and ``backward()`` does not cut the gradient's path.
+        """
+        old = self.node
         node = ir.Node("data", aval=data.aval, data=data)
         if self.requires_grad:
-            node.leaf = self
+            node.leaf = weakref.ref(self)
+        elif self.grad_dep:
+            node.origin = old.origin if old.data is not None else old
         self.node = node
         self.base_data = None
         self.synced_from = self.version
@@ -92,7 +108,9 @@ class Tensor:
 
     @staticmethod
     def _from_node(node: ir.Node, requires_grad: bool = False) -> Tensor:
-        return Tensor(Storage(node), requires_grad=requires_grad)
+        storage = Storage(node)
+        storage.grad_dep = requires_grad
+        return Tensor(storage, requires_grad=requires_grad)
 
     def _alias(self, step: functional.ViewStep, detached: bool | None = None) -> Tensor:
         return Tensor(
@@ -176,17 +194,8 @@ class Tensor:
     def _lift(self, other: Any) -> ir.Node:
         if isinstance(other, Tensor):
             return other._operand()
-        kind = type(other)
-        if kind is float or kind is int:  # the common scalars (learning rates...): no ABC checks
-            dtype = self.dtype
-            if kind is float and not _is_floating(dtype):
-                dtype = _FLOAT32
-            return ir.Node("const", attrs=(other, dtype))
         if isinstance(other, bool | numbers.Number | np.generic):
-            dtype = self.dtype
-            if isinstance(other, float | np.floating) and not _is_floating(dtype):
-                dtype = np.dtype(np.float32)
-            return ir.Node("const", attrs=(other.item() if isinstance(other, np.generic) else other, dtype))
+            return ir.const(other, scalar_dtype(self.dtype, other))
         return tensor(other)._operand()
 
     def _unary(self, op: str, attrs: tuple = ()) -> Tensor:
@@ -320,8 +329,13 @@ class Tensor:
 
     # ------------------------------------------------------------------ in-place ops
 
-    def _write(self, node: ir.Node) -> Tensor:
-        """Replace this alias' value with ``node`` (same shape), through the view chain."""
+    def _write(self, node: ir.Node, source: Any = None) -> Tensor:
+        """Replace this alias' value with ``node`` (same shape), through the view chain.
+
+        When ``source`` requires grad, so does this tensor from now on (``acc.add_(w * 2)``)."""
+        if isinstance(source, Tensor) and source.requires_grad and not self._storage.requires_grad:
+            self.requires_grad = True
+            self._storage.grad_dep = True
         if node.shape != self.shape:
             node = ir.Node("broadcast_to", (node,), (self.shape,))
         if node.dtype != self.dtype:
@@ -334,26 +348,26 @@ class Tensor:
 
     def add_(self, o: Any, alpha: float = 1.0) -> Tensor:
         other = self._lift(o) if alpha == 1.0 else ir.Node("mul", (self._lift(o), self._lift(alpha)))
-        return self._write(ir.Node("add", (self.node, other)))
+        return self._write(ir.Node("add", (self.node, other)), o)
 
     def sub_(self, o: Any, alpha: float = 1.0) -> Tensor:
         other = self._lift(o) if alpha == 1.0 else ir.Node("mul", (self._lift(o), self._lift(alpha)))
-        return self._write(ir.Node("sub", (self.node, other)))
+        return self._write(ir.Node("sub", (self.node, other)), o)
 
     def mul_(self, o: Any) -> Tensor:
-        return self._write(ir.Node("mul", (self.node, self._lift(o))))
+        return self._write(ir.Node("mul", (self.node, self._lift(o))), o)
 
     def div_(self, o: Any) -> Tensor:
-        return self._write(ir.Node("div", (self.node, self._lift(o))))
+        return self._write(ir.Node("div", (self.node, self._lift(o))), o)
 
     def copy_(self, src: Any) -> Tensor:
-        return self._write(self._lift(src))
+        return self._write(self._lift(src), src)
 
     def zero_(self) -> Tensor:
-        return self._write(ir.Node("const", attrs=(0, self.dtype)))
+        return self._write(ir.const(0, self.dtype))
 
     def fill_(self, value: Any) -> Tensor:
-        return self._write(ir.Node("const", attrs=(value, self.dtype)))
+        return self._write(ir.const(value, self.dtype))
 
     # ------------------------------------------------------------------ device placement
 
@@ -405,7 +419,7 @@ def tensor(data: Any, requires_grad: bool = False, dtype: Any = None) -> Tensor:
     if requires_grad:
         storage.requires_grad = True
         storage.owner = weakref.ref(t)
-        storage.node.leaf = storage
+        storage.node.leaf = weakref.ref(storage)
     return t
 
 
@@ -421,9 +435,26 @@ def _shape_arg(shape: tuple) -> tuple[int, ...]:
     return tuple(shape[0]) if len(shape) == 1 and isinstance(shape[0], tuple | list) else tuple(shape)
 
 
+def scalar_dtype(tensor_dtype: np.dtype, value: Any) -> np.dtype:
+    """The dtype a Python scalar takes next to a tensor: the tensor's own unless the scalar's kind
+    is wider (a float next to ints or bools is float32, an int next to bools is int32), the way
+    JAX treats weakly typed scalars."""
+    if isinstance(value, bool | np.bool_):
+        return tensor_dtype
+    if isinstance(value, complex | np.complexfloating):
+        return tensor_dtype if np.issubdtype(tensor_dtype, np.complexfloating) else np.dtype(np.complex64)
+    if isinstance(value, float | np.floating):
+        return tensor_dtype if _is_floating(tensor_dtype) else _FLOAT32
+    return np.dtype(np.int32) if tensor_dtype == np.bool_ else tensor_dtype
+
+
 def where(cond: Tensor, x: Any, y: Any) -> Tensor:
-    like = x if isinstance(x, Tensor) else y if isinstance(y, Tensor) else cond
-    nodes = (cond._operand(), like._lift(x), like._lift(y))
+    like = x if isinstance(x, Tensor) else y if isinstance(y, Tensor) else None
+    if like is None:  # two scalars: their own common kind, never the condition's bool
+        dtype = scalar_dtype(scalar_dtype(np.dtype(np.bool_), x), y)
+        nodes = (cond._operand(), ir.const(x, dtype), ir.const(y, dtype))
+    else:
+        nodes = (cond._operand(), like._lift(x), like._lift(y))
     grad = any(isinstance(v, Tensor) and v.requires_grad for v in (x, y))
     return Tensor._from_node(ir.Node("where", nodes), grad)
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from harness.runtime import config, step, topology
+from harness.runtime import config, executor, step, topology
 
 
 @contextmanager
@@ -23,7 +23,7 @@ def isolated(reset_topology: bool = False) -> Iterator[None]:
         yield
     finally:
         try:
-            step.wait_device_ops()
+            executor.wait_device_ops(raise_errors=False)
         finally:
             step.forget_pending()
             config.restore(previous)
