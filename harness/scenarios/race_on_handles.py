@@ -22,7 +22,7 @@ import harness.runtime as xr
 from harness.runtime import faults
 from harness.scenarios.base import Context, InvariantViolation, Needs, Scenario, Signature
 
-SLOW_DEVICE_SECONDS = 0.05
+SLOW_DEVICE_SECONDS = 0.3  # wide enough that a busy host thread still loses the race
 STEPS, MICRO, FEATURES, OUT = 3, 4, 16, 8
 
 
