@@ -1,8 +1,15 @@
 """``save`` / ``load``: nested containers of tensors in a checksummed file, never pickle.
 
-File layout: magic ``XHCKPT1\\n``, an 8-byte little-endian header length, a JSON header (the tree
-structure, and dtype/shape/offset/size of each array), the raw array bytes, and a SHA-256 of
-everything before it. Writes go to a temporary file in the same directory and are renamed into
+File layout: magic ``XHCKPT1\\n``, an 8-byte little-endian header length, a JSON header (the format
+number, the tree structure, and dtype/shape/offset/size of each array), the raw array bytes
+(little-endian), and a SHA-256 of everything before it. Format 2 records each dtype by name
+(``float32``, ``bfloat16``), so the ``ml_dtypes`` types JAX uses round-trip; format 1 recorded
+``dtype.str`` (``<f4``, and an unreadable ``<V2`` for bfloat16) and is still read.
+
+The tree holds dicts (str or int keys), lists, tuples, tensors, numpy arrays and plain values. A
+list or tuple subclass (a namedtuple, a custom list) is stored as a plain list or tuple: the
+subclass is not kept, since rebuilding an arbitrary class is what pickle does. Arrays of Python
+objects are refused when saving. Writes go to a temporary file in the same directory and are renamed into
 place, so a crash never leaves a half-written checkpoint under the final name.
 
 Saving is a host transfer, and a host transfer is where upstream had two bugs: it read functional
@@ -17,6 +24,7 @@ import hashlib
 import json
 import os
 import struct
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -28,6 +36,8 @@ from harness.runtime.errors import CheckpointError
 from harness.runtime.tensor import Tensor, tensor
 
 MAGIC = b"XHCKPT1\n"
+FORMAT = 2
+READABLE_FORMATS = (1, 2)
 _DIGEST = 32
 
 
@@ -68,7 +78,13 @@ def _read_unsynced(t: Tensor) -> np.ndarray:
 def _encode(obj: Any, values: dict[int, np.ndarray], arrays: list[np.ndarray], where: str) -> Any:
     if isinstance(obj, Tensor | np.ndarray):
         # not ascontiguousarray: it turns a 0-d array into shape (1,)
-        arrays.append(np.asarray(values[id(obj)] if isinstance(obj, Tensor) else obj, order="C"))
+        array = np.asarray(values[id(obj)] if isinstance(obj, Tensor) else obj, order="C")
+        if array.dtype.hasobject or array.dtype.fields is not None:
+            kind = "Python objects" if array.dtype.hasobject else "structured fields"
+            raise TypeError(f"cannot checkpoint an array of {kind} (dtype {array.dtype}) at {where}")
+        if array.dtype.byteorder == ">" or (array.dtype.byteorder == "=" and sys.byteorder == "big"):
+            array = array.astype(array.dtype.newbyteorder("<"))
+        arrays.append(array)
         return {"t": "tensor" if isinstance(obj, Tensor) else "ndarray", "i": len(arrays) - 1}
     if isinstance(obj, dict):
         items = []
@@ -77,8 +93,9 @@ def _encode(obj: Any, values: dict[int, np.ndarray], arrays: list[np.ndarray], w
                 raise TypeError(f"checkpoint keys must be str or int, got {type(k).__name__} at {where}")
             items.append([k, _encode(v, values, arrays, f"{where}[{k!r}]")])
         return {"t": "dict", "items": items}
-    if isinstance(obj, list | tuple):
-        return {"t": type(obj).__name__, "items": [_encode(v, values, arrays, f"{where}[{i}]") for i, v in enumerate(obj)]}
+    if isinstance(obj, list | tuple):  # subclasses (namedtuple, ...) are stored as the plain type
+        kind = "tuple" if isinstance(obj, tuple) else "list"
+        return {"t": kind, "items": [_encode(v, values, arrays, f"{where}[{i}]") for i, v in enumerate(obj)]}
     if obj is None or isinstance(obj, bool | int | float | str):
         return {"t": "value", "v": obj}
     if isinstance(obj, np.generic):
@@ -95,9 +112,9 @@ def save(obj: Any, path: str | os.PathLike[str]) -> None:
     tree = _encode(obj, values, arrays, "root")
     meta, offset = [], 0
     for a in arrays:
-        meta.append({"dtype": a.dtype.str, "shape": list(a.shape), "offset": offset, "nbytes": a.nbytes})
+        meta.append({"dtype": a.dtype.name, "shape": list(a.shape), "offset": offset, "nbytes": a.nbytes})
         offset += a.nbytes
-    header = json.dumps({"format": 1, "tree": tree, "arrays": meta}).encode()
+    header = json.dumps({"format": FORMAT, "tree": tree, "arrays": meta}).encode()
     digest = hashlib.sha256()
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -114,6 +131,24 @@ def save(obj: Any, path: str | os.PathLike[str]) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def _resolve_dtype(recorded: str, fmt: int) -> np.dtype:
+    """The dtype a header names: numpy's own, or an ``ml_dtypes`` type such as ``bfloat16``."""
+    if fmt == 1:  # dtype.str, e.g. "<f4"
+        return np.dtype(recorded)
+    try:
+        dtype = np.dtype(recorded)
+    except TypeError:
+        try:
+            import ml_dtypes
+
+            dtype = np.dtype(getattr(ml_dtypes, recorded))
+        except (ImportError, AttributeError):
+            import jax.numpy as jnp
+
+            dtype = np.dtype(jnp.dtype(recorded))
+    return dtype.newbyteorder("<")
 
 
 def _decode(node: Any, arrays: list[np.ndarray]) -> Any:
@@ -151,13 +186,19 @@ def load(path: str | os.PathLike[str]) -> Any:
     start = len(MAGIC) + 8
     try:
         header = json.loads(body[start : start + hlen])
+        fmt = header.get("format") if isinstance(header, dict) else None
+        if fmt not in READABLE_FORMATS:
+            raise CheckpointError(
+                f"{p}: checkpoint format {fmt!r} is not supported (this version reads formats "
+                f"{', '.join(map(str, READABLE_FORMATS))}); it was written by another version of the runtime"
+            )
         payload = memoryview(body)[start + hlen :]
         arrays = []
         for m in header["arrays"]:
             end = m["offset"] + m["nbytes"]
             if end > len(payload):
                 raise ValueError("array data past the end of the file")
-            arrays.append(np.frombuffer(payload[m["offset"] : end], dtype=np.dtype(m["dtype"])).reshape(m["shape"]).copy())
+            arrays.append(np.frombuffer(payload[m["offset"] : end], dtype=_resolve_dtype(m["dtype"], fmt)).reshape(m["shape"]).copy())
         return _decode(header["tree"], arrays)
     except (ValueError, KeyError, TypeError, IndexError) as exc:
         raise CheckpointError(f"{p}: malformed checkpoint header: {exc}") from exc

@@ -27,6 +27,7 @@ def prepare_partition_spec(param: Tensor, mesh: Mesh, extra_data_axis: str | Non
     Upstream shards dimension 0 and lets XLA pad uneven shards; JAX rejects uneven shards, so the
     first dimension that divides evenly is chosen, and a parameter with none stays replicated.
     """
+    _check_extra_data_axis(mesh, extra_data_axis)
     spec: list[Any] = [None] * param.ndim
     if not spec and faults.active(faults.UNHASHABLE_SPEC):
         return spec  # upstream 2.4/2.5: the bare list, unhashable
@@ -36,6 +37,11 @@ def prepare_partition_spec(param: Tensor, mesh: Mesh, extra_data_axis: str | Non
             spec[dim] = (extra_data_axis, FSDP_AXIS) if extra_data_axis else FSDP_AXIS
             break
     return tuple(spec)
+
+
+def _check_extra_data_axis(mesh: Mesh, extra_data_axis: str | None) -> None:
+    if extra_data_axis is not None and extra_data_axis not in mesh.axis_names:
+        raise ValueError(f"extra_data_axis {extra_data_axis!r} is not an axis of the mesh; mesh axes: {mesh.axis_names}")
 
 
 def shard_batch(output: Any, mesh: Mesh) -> None:
@@ -56,6 +62,7 @@ class FSDPv2(Module):
         super().__init__()
         if FSDP_AXIS not in mesh.axis_names:
             raise ValueError(f"FSDPv2 needs a mesh axis named {FSDP_AXIS!r}, got {mesh.axis_names}")
+        _check_extra_data_axis(mesh, extra_data_axis)
         if auto_wrap_policy is not None:
             _wrap_children(module, mesh, auto_wrap_policy, shard_output, extra_data_axis)
         module.to("xla")

@@ -1,7 +1,8 @@
 """Optimizers whose updates are in-place ops on parameters, recorded into the step's graph.
 
 Every per-step quantity (Adam's step count and bias corrections included) lives on the device, so
-the recorded graph is the same every step and the steady state compiles nothing new.
+the recorded graph is the same every step and the steady state compiles nothing new. State
+buffers (momentum, Adam's moments) are created with their parameter's layout for the same reason.
 """
 
 from __future__ import annotations
@@ -10,7 +11,25 @@ from collections.abc import Iterable
 
 import numpy as np
 
+from harness.runtime import executor
 from harness.runtime.tensor import Tensor, tensor, zeros
+
+
+def zeros_like_layout(p: Tensor) -> Tensor:
+    """Zeros of ``p``'s shape laid out as ``p`` is, for optimizer state.
+
+    State created replicated next to a sharded parameter would take the parameter's layout only
+    after the first step (XLA propagates it), so step 2 would see new input shardings and
+    compile again. A parameter holding device data gives its layout to the zeros at once, and
+    its requested output sharding becomes the state's, so every step has the same layout.
+    """
+    buf = zeros(p.shape)
+    src, dst = p._storage, buf._storage
+    data = src.node.data
+    if data is not None and data.sharding is not None and not getattr(data.sharding, "is_fully_replicated", True):
+        dst.materialize(executor.reshard(dst.node.data, data.sharding))
+    dst.sharding = src.sharding
+    return buf
 
 
 class Optimizer:
@@ -37,7 +56,10 @@ class SGD(Optimizer):
     def __init__(self, params: Iterable[Tensor], lr: float, momentum: float = 0.0, weight_decay: float = 0.0) -> None:
         super().__init__(params, lr)
         self.momentum, self.weight_decay = momentum, weight_decay
-        self._buffers: dict[int, Tensor] = {}
+        # created up front, not at the first step: a buffer created inside step 1 would be newer
+        # than that step's other values, and the next step's graph would list its roots in
+        # another order (one more compile)
+        self._buffers: dict[int, Tensor] = {id(p): zeros_like_layout(p) for p in self.params} if momentum else {}
 
     def step(self) -> None:
         for p in self.params:
@@ -47,7 +69,7 @@ class SGD(Optimizer):
             if self.momentum:
                 buf = self._buffers.get(id(p))
                 if buf is None:
-                    buf = self._buffers[id(p)] = zeros(p.shape)
+                    buf = self._buffers[id(p)] = zeros_like_layout(p)
                 buf.mul_(self.momentum).add_(g)
                 g = buf
             p.sub_(g * self.lr)
@@ -60,8 +82,8 @@ class Adam(Optimizer):
         super().__init__(params, lr)
         self.b1, self.b2 = betas
         self.eps = eps
-        self._m = [zeros(p.shape) for p in self.params]
-        self._v = [zeros(p.shape) for p in self.params]
+        self._m = [zeros_like_layout(p) for p in self.params]
+        self._v = [zeros_like_layout(p) for p in self.params]
         self._t = tensor(np.zeros((), np.float32))
 
     def step(self) -> None:

@@ -19,8 +19,34 @@ from harness.runtime.mesh import Mesh
 from harness.runtime.tensor import Tensor
 
 
+def _check_spec(partition_spec: Any) -> None:
+    """Reject specs of the wrong type; a list spec is left for the cached lookup to refuse."""
+    if not isinstance(partition_spec, tuple | list):
+        raise TypeError(
+            f"partition spec must be a tuple with one entry per dimension, got {type(partition_spec).__name__} "
+            f"{partition_spec!r}" + (f" (for one dimension write ({partition_spec!r},))" if isinstance(partition_spec, str) else "")
+        )
+    for dim, entry in enumerate(partition_spec):
+        if entry is None or isinstance(entry, str):
+            continue
+        if isinstance(entry, tuple) and entry and all(isinstance(axis, str) for axis in entry):
+            continue
+        raise TypeError(
+            f"partition spec entry {entry!r} (dimension {dim}) must be None, an axis name or a tuple of axis names, "
+            f"got {type(entry).__name__}"
+        )
+
+
 def mark_sharding(t: Tensor, mesh: Mesh, partition_spec: Any) -> Tensor:
-    """Shard ``t`` over ``mesh`` by ``partition_spec`` (a tuple: one entry per dimension)."""
+    """Shard ``t`` over ``mesh`` by ``partition_spec`` (a tuple: one entry per dimension).
+
+    Each entry is None (replicated), a mesh axis name, or a tuple of axis names. A ``str`` spec, a
+    non-sequence, or any other entry raises ``TypeError``. A ``list`` spec is deliberately *not*
+    normalized to a tuple: as upstream, the spec goes straight to the ``lru_cache``-d
+    ``Mesh.get_op_sharding``, which raises ``TypeError: unhashable type: 'list'``; the
+    ``unhashable-spec`` scenario depends on that error coming out of the cache.
+    """
+    _check_spec(partition_spec)
     sharding = mesh.get_op_sharding(partition_spec)  # cached: the spec must be hashable
     if len(partition_spec) != t.ndim:
         raise ValueError(f"partition spec {tuple(partition_spec)} has {len(partition_spec)} entries for a {t.ndim}-d tensor of shape {t.shape}")
@@ -55,19 +81,31 @@ def mark_sharding(t: Tensor, mesh: Mesh, partition_spec: Any) -> Tensor:
 
 
 def clear_sharding(t: Tensor) -> Tensor:
-    """Make ``t`` replicated again."""
+    """Make ``t`` replicated again.
+
+    Device data is resharded at once. A pending value (for instance a ``custom_sharding`` node
+    written by ``mark_sharding``, or a value XLA would lay out like its sharded inputs) gets the
+    replicated sharding as its requested output sharding, so it is replicated after the step.
+    """
     storage = t._storage
     if not storage.pending:
         storage.materialize(executor.reshard(storage.node.data, executor.replicated()))
-    storage.sharding = None
+        storage.sharding = None
+    else:
+        storage.sharding = executor.replicated()
     return t
+
+
+def _is_alias_only(views: tuple) -> bool:
+    """A view chain that only re-names the storage (``detach``), so it has the storage's layout."""
+    return all(kind == "alias" for kind, _ in views)
 
 
 def sharding_spec(t: Tensor) -> tuple | None:
     """The partition spec ``t`` is laid out with, or None when it is replicated or unannotated."""
     storage = t._storage
     sharding = storage.node.data.sharding if not storage.pending else storage.sharding
-    if t._views:
+    if not _is_alias_only(t._views):
         return None
     if not isinstance(sharding, NamedSharding):
         return None

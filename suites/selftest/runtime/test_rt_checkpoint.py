@@ -151,3 +151,110 @@ def test_damaged_files_are_refused(kind: str, good: Path) -> None:
     assert str(bad) in str(info.value)
     assert isinstance(info.value, xr.RuntimeFault)
     assert xr.load(good)["step"] == 3
+
+
+# ---------------------------------------------------------------- dtypes, container subclasses, formats
+
+
+@pytest.mark.parametrize("name", ["bfloat16", "float8_e4m3fn", "float16", "bool", "uint8", "complex64"])
+def test_dtypes_round_trip_by_name(tmp_path: Path, name: str) -> None:
+    dtype = jax.numpy.dtype(name)
+    host = np.arange(6).reshape(2, 3).astype(dtype)
+    obj = {"tensor": xr.tensor(host, dtype=dtype), "ndarray": host, "0d": host[:1, :1].reshape(())}
+    xr.save(obj, tmp_path / "x.xh")
+    loaded = xr.load(tmp_path / "x.xh")
+    _assert_same(loaded, obj)
+    assert loaded["tensor"].dtype == dtype and loaded["ndarray"].dtype == dtype
+
+
+def test_bfloat16_loads_in_a_process_without_jax(tmp_path: Path) -> None:
+    """The name resolves through ml_dtypes when numpy alone does not know it."""
+    import subprocess
+    import sys
+
+    import ml_dtypes
+
+    path = tmp_path / "bf16.xh"
+    xr.save({"a": np.array([1.5, -2.0], dtype=ml_dtypes.bfloat16)}, path)
+    header = json.loads(path.read_bytes()[16 : 16 + int.from_bytes(path.read_bytes()[8:16], "little")])
+    assert header["format"] == 2 and header["arrays"][0]["dtype"] == "bfloat16"
+    from harness.runtime import checkpoint
+
+    assert checkpoint._resolve_dtype("bfloat16", 2) == np.dtype(ml_dtypes.bfloat16)
+    code = (
+        "import sys; from harness.runtime.checkpoint import _resolve_dtype; import numpy as np; "
+        "print(_resolve_dtype('bfloat16', 2).name, 'jax' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert out.stdout.split()[:1] == ["bfloat16"], out.stderr
+
+
+def test_big_endian_arrays_round_trip(tmp_path: Path) -> None:
+    host = np.arange(4, dtype=">i4")
+    xr.save({"a": host}, tmp_path / "x.xh")
+    loaded = xr.load(tmp_path / "x.xh")["a"]
+    np.testing.assert_array_equal(loaded, host)
+    assert loaded.dtype == np.dtype("<i4")
+
+
+def test_list_and_tuple_subclasses_are_stored_plain(tmp_path: Path) -> None:
+    from collections import namedtuple
+
+    class Steps(list):
+        pass
+
+    point = namedtuple("point", "x y")
+    obj = {"nt": point(xr.tensor(np.ones(2, np.float32)), 3), "custom": Steps([1, (2, 3)])}
+    xr.save(obj, tmp_path / "x.xh")
+    loaded = xr.load(tmp_path / "x.xh")
+    assert type(loaded["nt"]) is tuple and loaded["nt"][1] == 3
+    np.testing.assert_array_equal(loaded["nt"][0].numpy(), np.ones(2, np.float32))
+    assert type(loaded["custom"]) is list and loaded["custom"] == [1, (2, 3)]
+
+
+@pytest.mark.parametrize(
+    "array",
+    [np.array([1, None], dtype=object), np.zeros(2, dtype=[("a", "<i4"), ("b", "<f4")])],
+    ids=["object", "structured"],
+)
+def test_object_and_structured_arrays_are_refused_at_save(tmp_path: Path, array: np.ndarray) -> None:
+    with pytest.raises(TypeError, match=r"at root\['model'\]\[1\]\['bad'\]"):
+        xr.save({"model": [1, {"bad": array}]}, tmp_path / "x.xh")
+    assert not list(tmp_path.iterdir()), "nothing written"
+
+
+def _write_raw(path: Path, header: dict, payload: bytes) -> None:
+    import hashlib
+    import struct
+
+    from harness.runtime.checkpoint import MAGIC
+
+    raw = json.dumps(header).encode()
+    body = MAGIC + struct.pack("<Q", len(raw)) + raw + payload
+    path.write_bytes(body + hashlib.sha256(body).digest())
+
+
+def test_format_1_files_are_still_read(tmp_path: Path) -> None:
+    values = np.arange(6, dtype=np.float32).reshape(2, 3)
+    header = {
+        "format": 1,
+        "tree": {"t": "dict", "items": [["w", {"t": "tensor", "i": 0}], ["n", {"t": "ndarray", "i": 1}]]},
+        "arrays": [
+            {"dtype": "<f4", "shape": [2, 3], "offset": 0, "nbytes": 24},
+            {"dtype": "<i8", "shape": [2], "offset": 24, "nbytes": 16},
+        ],
+    }
+    path = tmp_path / "v1.xh"
+    _write_raw(path, header, values.tobytes() + np.array([4, 5], "<i8").tobytes())
+    loaded = xr.load(path)
+    np.testing.assert_array_equal(loaded["w"].numpy(), values)
+    np.testing.assert_array_equal(loaded["n"], [4, 5])
+
+
+@pytest.mark.parametrize("fmt", [3, 0, None, "2"])
+def test_unknown_format_is_refused(tmp_path: Path, fmt: object) -> None:
+    path = tmp_path / "future.xh"
+    _write_raw(path, {"format": fmt, "tree": {"t": "value", "v": 1}, "arrays": []}, b"")
+    with pytest.raises(xr.CheckpointError, match=r"format .* is not supported .*reads formats 1, 2") as info:
+        xr.load(path)
+    assert str(path) in str(info.value)
