@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -13,7 +14,11 @@ from harness.cli import main
 from harness.scenarios import registry
 
 
-def _xharness(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+def _xharness(
+    *args: str, cwd: Path, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Run the CLI in a child process from ``cwd`` (a scratch directory: the installed package is
+    what runs, not whatever the project directory would put on ``sys.path``)."""
     full_env = {
         k: v
         for k, v in os.environ.items()
@@ -25,6 +30,7 @@ def _xharness(*args: str, env: dict[str, str] | None = None) -> subprocess.Compl
         capture_output=True,
         text=True,
         env=full_env,
+        cwd=cwd,
         timeout=300,
     )
 
@@ -48,16 +54,16 @@ def test_unknown_runtime_is_a_usage_error(capsys) -> None:
     assert "unknown runtime" in capsys.readouterr().err
 
 
-def test_scenario_the_cell_cannot_host_is_a_usage_error() -> None:
-    proc = _xharness("repro", "double-discovery", env={"JAX_NUM_CPU_DEVICES": "1"})
+def test_scenario_the_cell_cannot_host_is_a_usage_error(tmp_path: Path) -> None:
+    proc = _xharness("repro", "double-discovery", cwd=tmp_path, env={"JAX_NUM_CPU_DEVICES": "1"})
     assert proc.returncode == 2, proc.stderr
     assert "needs at least 2 devices" in proc.stderr
 
 
 @pytest.mark.parametrize("inject", [False, True])
-def test_repro_json(inject: bool) -> None:
+def test_repro_json(inject: bool, tmp_path: Path) -> None:
     args = ["repro", "unhashable-spec", "--seed", "7", "--json"] + (["--inject"] if inject else [])
-    proc = _xharness(*args)
+    proc = _xharness(*args, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
     assert out["scenario"] == "unhashable-spec"
@@ -71,9 +77,14 @@ def test_repro_json(inject: bool) -> None:
     )
 
 
-def test_race_in_crash_mode_dies_on_a_real_sigsegv() -> None:
+def test_race_in_crash_mode_dies_on_a_real_sigsegv(tmp_path: Path) -> None:
     proc = _xharness(
-        "repro", "race-on-handles", "--inject", "--json", env={"HARNESS_CRASH_MODE": "signal"}
+        "repro",
+        "race-on-handles",
+        "--inject",
+        "--json",
+        cwd=tmp_path,
+        env={"HARNESS_CRASH_MODE": "signal"},
     )
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
@@ -84,8 +95,8 @@ def test_race_in_crash_mode_dies_on_a_real_sigsegv() -> None:
     )
 
 
-def test_human_output_prints_the_replay_line() -> None:
-    proc = _xharness("repro", "aliased-save")
+def test_human_output_prints_the_replay_line(tmp_path: Path) -> None:
+    proc = _xharness("repro", "aliased-save", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert "aliased-save [fixed] passed" in proc.stdout
     assert proc.stdout.strip().splitlines()[-1] == "replay: xharness repro aliased-save --seed 0"

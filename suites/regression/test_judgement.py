@@ -59,8 +59,11 @@ def test_verdict(variant, inject: bool, expected: str, monkeypatch) -> None:
     assert result.repro == f"xharness repro synthetic{' --inject' if inject else ''} --seed 3"
 
 
-def test_fault_switch_is_off_again_after_a_run() -> None:
-    runner.run(_scenario(broken_only_when_injected), True, seed=0, devices=1)
+def test_fault_switch_is_off_again_after_a_run(monkeypatch) -> None:
+    for name in runner.REPLAY_ENV:  # no switch from the calling environment
+        monkeypatch.delenv(name, raising=False)
+    result = runner.run(_scenario(broken_only_when_injected), True, seed=0, devices=1)
+    assert result.outcome == runner.REPRODUCED, result.variants
     assert not xr.faults.active(xr.faults.UNHASHABLE_SPEC)
 
 

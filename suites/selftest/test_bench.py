@@ -46,3 +46,8 @@ def test_every_case_has_a_description_and_target() -> None:
     assert set(bench.CASES) == {"tiny", "medium", "vit"}
     assert bench.CASES["tiny"].target == 3.0
     assert bench.CASES["medium"].target == 1.1
+    for name, case in bench.CASES.items():
+        assert case.name == name
+        assert case.description.strip(), f"{name}: no description"
+        assert case.target_text.strip(), f"{name}: no target text"
+        assert case.target is None or case.target > 0, f"{name}: target {case.target!r}"

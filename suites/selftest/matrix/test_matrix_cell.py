@@ -9,6 +9,7 @@ multi-process cells select them; in a plain ``pytest suites`` run they check the
 from __future__ import annotations
 
 import os
+import re
 
 import jax
 import numpy as np
@@ -17,23 +18,41 @@ from jax.experimental import multihost_utils
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
+from harness import plugin
+
 pytestmark = pytest.mark.multiprocess
 
 IN_CELL = bool(os.environ.get("HARNESS_CELL"))
 
 
+def _asked_cpu_devices() -> int:
+    """The CPU device count the environment asks of JAX: ``JAX_NUM_CPU_DEVICES`` (which the plugin
+    sets to its default unless the user chose a count), else the count in ``XLA_FLAGS``, else the
+    plugin's default."""
+    chosen = os.environ.get("JAX_NUM_CPU_DEVICES", "").strip()
+    if chosen:
+        return int(chosen)
+    flag = re.search(
+        r"(?:^|\s)--xla_force_host_platform_device_count[=\s](\d+)", os.environ.get("XLA_FLAGS", "")
+    )
+    if flag:
+        return int(flag.group(1))
+    return plugin.DEFAULT_CPU_DEVICES
+
+
 def _expected_devices_per_process() -> int:
     if IN_CELL:
         return int(os.environ["HARNESS_DEVICES"])
-    return int(os.environ.get("JAX_NUM_CPU_DEVICES") or jax.local_device_count())
+    return _asked_cpu_devices()
 
 
 def test_topology_is_the_cells() -> None:
     processes = int(os.environ.get("HARNESS_PROCESSES", "1"))
     assert jax.process_count() == processes
     assert jax.process_index() == int(os.environ.get("HARNESS_PROCESS_ID", "0"))
-    assert jax.local_device_count() == _expected_devices_per_process()
-    assert jax.device_count() == processes * _expected_devices_per_process()
+    backend = None if IN_CELL else "cpu"  # the cell's backend; outside a cell, the CPU devices asked
+    assert jax.local_device_count(backend) == _expected_devices_per_process()
+    assert jax.device_count(backend) == processes * _expected_devices_per_process()
     if IN_CELL:
         assert jax.devices()[0].platform == {"cpu": "cpu", "gpu": "gpu", "tpu": "tpu"}[os.environ["HARNESS_BACKEND"]]
 

@@ -10,9 +10,12 @@ from pathlib import Path
 import pytest
 from ruamel.yaml import YAML
 
+from harness.matrix.config import load_matrix
+
 ROOT = Path(__file__).parents[3]
 WORKFLOW = ROOT / ".github/workflows/ci.yml"
-CPU_CELLS = ["cpu-1", "cpu-3", "cpu-4", "cpu-8", "cpu-2x4", "cpu-2slice", "cpu-8-nofunc"]
+# the workflow runs one job per CPU cell of the matrix, in the matrix's order
+CPU_CELLS = [c.name for c in load_matrix(ROOT / "ci/matrix.toml").cells.values() if c.backend == "cpu"]
 
 
 def check_jsonschema(path: Path) -> subprocess.CompletedProcess[str]:
@@ -43,7 +46,11 @@ def test_workflow_matches_github_schema() -> None:
 def test_schema_check_rejects_a_broken_workflow(tmp_path: Path) -> None:
     broken = tmp_path / "broken.yml"
     broken.write_text("on: push\njobs:\n  x:\n    runs-on: ubuntu-latest\n    steps: not-a-list\n")
-    assert check_jsonschema(broken).returncode != 0
+    result = check_jsonschema(broken)
+    output = result.stdout + result.stderr
+    assert result.returncode == 1, output  # a validation failure, not a crash or a usage error
+    assert "Schema validation errors were encountered" in output
+    assert "$.jobs.x.steps: 'not-a-list' is not of type 'array'" in output
 
 
 def steps_using(job: dict, action: str) -> list[dict]:
@@ -58,6 +65,7 @@ def test_lint_and_test_job_runs_ci_test(workflow: dict) -> None:
 def test_one_job_per_cpu_cell_each_uploading_its_own_artifact(workflow: dict) -> None:
     job = workflow["jobs"]["cells"]
     assert job["strategy"]["fail-fast"] is False
+    assert CPU_CELLS, "ci/matrix.toml names no CPU cell"
     assert job["strategy"]["matrix"]["cell"] == CPU_CELLS
     assert any('ci/cell.sh "${{ matrix.cell }}"' in s.get("run", "") for s in job["steps"])
     uploads = {u["with"]["name"]: u for u in steps_using(job, "actions/upload-artifact@v4")}

@@ -72,23 +72,29 @@ def _reference(init: dict[str, np.ndarray]) -> dict:
 
 
 def test_training_step_on_1_3_and_4_devices() -> None:
-    procs = {}
-    for n in (1, 3, 4):
-        env = {**os.environ, "JAX_NUM_CPU_DEVICES": str(n), "JAX_PLATFORMS": "cpu"}
-        env.pop("XLA_FLAGS", None)
-        procs[n] = subprocess.Popen(
-            [sys.executable, "-c", SCRIPT], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-        )
-    for n, proc in procs.items():
-        stdout, stderr = proc.communicate(timeout=180)
-        assert proc.returncode == 0, f"{n} devices:\n{stderr[-3000:]}"
-        got = json.loads(stdout.strip().splitlines()[-1])
-        assert got["devices"] == n
-        assert got["spec"] == ["data", None]  # kept as requested, even over a single device
-        init = {k: np.array(v, np.float64) for k, v in got["init"].items()}
-        ref = _reference(init)
-        np.testing.assert_allclose(got["out"], ref["out"], rtol=1e-5, atol=1e-5, err_msg=f"{n} devices")
-        np.testing.assert_allclose(got["loss"], ref["loss"], rtol=1e-5, err_msg=f"{n} devices")
-        for k in init:
-            np.testing.assert_allclose(got["grads"][k], ref["grads"][k], rtol=1e-4, atol=1e-6, err_msg=f"{n} devices {k}")
-            np.testing.assert_allclose(got["after"][k], ref["after"][k], rtol=1e-4, atol=1e-6, err_msg=f"{n} devices {k}")
+    procs: dict[int, subprocess.Popen[str]] = {}
+    try:
+        for n in (1, 3, 4):
+            env = {**os.environ, "JAX_NUM_CPU_DEVICES": str(n), "JAX_PLATFORMS": "cpu"}
+            env.pop("XLA_FLAGS", None)
+            procs[n] = subprocess.Popen(
+                [sys.executable, "-c", SCRIPT], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+            )
+        for n, proc in procs.items():
+            stdout, stderr = proc.communicate(timeout=180)
+            assert proc.returncode == 0, f"{n} devices:\n{stderr[-3000:]}"
+            got = json.loads(stdout.strip().splitlines()[-1])
+            assert got["devices"] == n
+            assert got["spec"] == ["data", None]  # kept as requested, even over a single device
+            init = {k: np.array(v, np.float64) for k, v in got["init"].items()}
+            ref = _reference(init)
+            np.testing.assert_allclose(got["out"], ref["out"], rtol=1e-5, atol=1e-5, err_msg=f"{n} devices")
+            np.testing.assert_allclose(got["loss"], ref["loss"], rtol=1e-5, err_msg=f"{n} devices")
+            for k in init:
+                np.testing.assert_allclose(got["grads"][k], ref["grads"][k], rtol=1e-4, atol=1e-6, err_msg=f"{n} devices {k}")
+                np.testing.assert_allclose(got["after"][k], ref["after"][k], rtol=1e-4, atol=1e-6, err_msg=f"{n} devices {k}")
+    finally:  # a failed check or a timeout leaves no child behind
+        for proc in procs.values():
+            if proc.poll() is None:
+                proc.kill()
+            proc.communicate()  # reaps it and closes its pipes

@@ -65,6 +65,7 @@ def test_mark_sharding_on_pending_tensor(mesh: xr.Mesh, functionalization: bool)
     np.testing.assert_array_equal(b.numpy(), X * 2)
     c = b + 1  # the layout flows on to values computed from b
     xr.mark_step()
+    assert xr.sharding_spec(c) == (None, "data") and _shard_shape(c) == (8, 2)
     np.testing.assert_array_equal(c.numpy(), X * 2 + 1)
 
 
@@ -74,6 +75,9 @@ def test_mark_sharding_through_a_view(mesh: xr.Mesh, functionalization: bool) ->
     xr.mark_sharding(view, mesh, ("data", None))
     assert xr.sharding_spec(view) is None, "a view reports no layout of its own"
     xr.mark_step()
+    # the view's layout lands on its base, transposed: the base's columns split over "data"
+    assert xr.sharding_spec(base) == (None, "data")
+    assert _shard_shape(base) == (8, 2)
     np.testing.assert_array_equal(base.numpy(), X)
     np.testing.assert_array_equal(view.numpy(), X.T)
 
