@@ -54,12 +54,15 @@ class Signature:
 
 @dataclass(frozen=True)
 class Needs:
-    """What a cell must offer: devices in this process, processes, slices, functionalization."""
+    """What a cell must offer: devices in this process, and processes.
+
+    Runtime modes (functionalization, parameter aliasing) are not needs: a scenario that depends
+    on one sets it itself with ``xr.configure`` inside its variants.
+    """
 
     devices: int = 1
     device_multiple: int = 1  # the device count must be a multiple of this
     processes: int = 1
-    functionalization: bool | None = None  # None: the scenario sets the mode it needs itself
 
     def unmet(self, devices: int, processes: int = 1) -> str | None:
         """Why a process with ``devices`` devices cannot host the scenario, or None."""

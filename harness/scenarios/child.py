@@ -4,7 +4,8 @@
 starts, discovery counts start from zero, and a scenario that kills its process (the SIGSEGV of
 ``race-on-handles`` in crash mode) is observed from outside instead of taking the CLI down.
 Prints one line ``RESULT_MARKER <json>``; exits 0 when the run is ok, 1 when not, 3 when this
-process cannot host the scenario.
+process cannot host the scenario. With ``--timeout S`` (the parent's limit) the child dumps every
+thread's stack to stderr shortly before the parent would kill it, so a hang shows where it hung.
 """
 
 from __future__ import annotations
@@ -18,14 +19,23 @@ RESULT_MARKER = "XHARNESS-SCENARIO-RESULT"
 EXIT_CANNOT_HOST = 3
 
 
+def stack_dump_delay(timeout: float) -> float:
+    """When to dump stacks: a grace period (2 to 10 s) before ``timeout``, or half of a short one."""
+    grace = min(10.0, max(2.0, timeout * 0.05))
+    return timeout - grace if timeout > 2 * grace else timeout / 2
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="harness.scenarios.child")
     parser.add_argument("scenario")
     parser.add_argument("--inject", action="store_true")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--cell", default=None)
+    parser.add_argument("--timeout", type=float, default=None, help="the parent's limit, in seconds")
     args = parser.parse_args(argv)
     faulthandler.enable(all_threads=True)
+    if args.timeout is not None and args.timeout > 0:
+        faulthandler.dump_traceback_later(stack_dump_delay(args.timeout), exit=False)
 
     import jax
 
@@ -41,6 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     for v in result.variants:
         if v.traceback and not result.ok:
             print(v.traceback, file=sys.stderr)
+    faulthandler.cancel_dump_traceback_later()
     print(RESULT_MARKER, json.dumps(result.to_json()), flush=True)
     return 0 if result.ok else 1
 

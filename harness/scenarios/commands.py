@@ -2,7 +2,9 @@
 
 ``repro`` runs the scenario in a child process configured as the requested cell (8 CPU devices by
 default), judges the outcome (a death by signal is matched against the scenario's signal
-signatures) and always prints the one command that replays the run exactly.
+signatures) and always prints the one command that replays the run exactly. A child that hangs
+dumps all its thread stacks shortly before the time limit, and the dump is shown with the result.
+``HARNESS_FAULTS`` naming an unknown switch is a usage error, found before any child starts.
 """
 
 from __future__ import annotations
@@ -124,17 +126,20 @@ def cmd_repro(args: argparse.Namespace) -> int:
     if args.runtime not in RUNTIMES:
         raise UsageError(f"unknown runtime {args.runtime!r}; known: {', '.join(RUNTIMES)}")
     env, devices = _cell_environment(args)
+    _check_faults(env.get("HARNESS_FAULTS", ""))
     unmet = scenario.needs.unmet(devices)
     if unmet:
         raise UsageError(
             f"scenario {scenario.id!r} cannot run on {args.cell or f'{devices} devices'}: {unmet}"
         )
     cmd = [sys.executable, "-m", "harness.scenarios.child", scenario.id, "--seed", str(args.seed)]
+    cmd += ["--timeout", str(args.timeout)]
     if args.inject:
         cmd.append("--inject")
     if args.cell:
         cmd += ["--cell", args.cell]
     replay = runner.repro_command(scenario.id, args.inject, args.seed, args.cell)
+    note = runner.forced_on_note(scenario, args.inject, env.get("HARNESS_FAULTS", ""))
     start = time.perf_counter()
     try:
         proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=args.timeout)
@@ -143,11 +148,15 @@ def cmd_repro(args: argparse.Namespace) -> int:
             scenario.id,
             args,
             runner.FAILED,
-            f"hung: no result within {args.timeout:.0f} s",
+            f"hung: no result within {args.timeout:g} s",
             start,
             replay,
         )
-        return _emit(out, args, str(exc.stderr or ""))
+        out["error"] = "the process was killed at the time limit; its thread stacks are on stderr"
+        out["note"] = note
+        # the output read so far is bytes even with text=True
+        stderr = exc.stderr.decode(errors="replace") if isinstance(exc.stderr, bytes) else exc.stderr or ""
+        return _emit(out, args, stderr, tail=_HUNG_TAIL)
     if proc.returncode == child.EXIT_CANNOT_HOST:
         raise UsageError(proc.stderr.strip() or f"scenario {scenario.id!r} cannot run in this cell")
     line = next((ln for ln in proc.stdout.splitlines() if ln.startswith(child.RESULT_MARKER)), None)
@@ -164,6 +173,7 @@ def cmd_repro(args: argparse.Namespace) -> int:
             scenario.id, args, outcome, sig.name if sig else f"signal {name}", start, replay
         )
         out["error"] = f"the process died on {name}"
+        out["note"] = note
     else:
         out = _result(
             scenario.id,
@@ -173,7 +183,24 @@ def cmd_repro(args: argparse.Namespace) -> int:
             start,
             replay,
         )
+        out["note"] = note
     return _emit(out, args, proc.stderr)
+
+
+_HUNG_TAIL = 400  # lines of a hung child's stderr shown: the whole stack dump, within reason
+
+
+def _check_faults(raw: str) -> None:
+    """``HARNESS_FAULTS`` may only name known switches (checked before launching the child)."""
+    from harness.cli import UsageError
+    from harness.runtime.faults import SWITCHES
+
+    unknown = sorted({n.strip() for n in raw.split(",") if n.strip()} - SWITCHES.keys())
+    if unknown:
+        raise UsageError(
+            f"HARNESS_FAULTS={raw} names unknown fault switch(es) {', '.join(map(repr, unknown))}; "
+            f"known: {', '.join(sorted(SWITCHES))}"
+        )
 
 
 def _result(
@@ -192,7 +219,7 @@ def _result(
     }
 
 
-def _emit(out: dict[str, Any], args: argparse.Namespace, stderr: str) -> int:
+def _emit(out: dict[str, Any], args: argparse.Namespace, stderr: str, tail: int = 30) -> int:
     ok = out["outcome"] in ("passed", "reproduced")
     if args.json:
         print(json.dumps(out))
@@ -201,10 +228,14 @@ def _emit(out: dict[str, Any], args: argparse.Namespace, stderr: str) -> int:
         print(
             f"{out['scenario']} [{out['mode']}] {out['outcome']}{seen} ({out['seconds']:.1f} s, seed {out['seed']})"
         )
+        if out.get("note"):
+            print(f"  note: {out['note']}")
+        if out.get("error") and not out.get("variants"):
+            print(f"  {out['error']}")
         for v in out.get("variants", []):
             detail = f" - {v['error']}" if v.get("error") else ""
             print(f"  {v['variant']}: {v['outcome']}{detail}")
         if not ok and stderr.strip():
-            print("\n".join(stderr.strip().splitlines()[-30:]), file=sys.stderr)
+            print("\n".join(stderr.strip().splitlines()[-tail:]), file=sys.stderr)
         print(f"replay: {out['repro']}")
     return 0 if ok else 1

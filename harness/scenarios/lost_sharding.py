@@ -92,7 +92,7 @@ SCENARIO = Scenario(
         Signature("missing-sharding", xr.ShardingLostError, r"must have a sharding attribute"),
     ),
     variants={"to-device-after-wrap": to_device_after_wrap, "train-step": train_step},
-    needs=Needs(devices=1, functionalization=False),
+    needs=Needs(devices=1),
     story=__doc__ or "",
     expected={"to-device-after-wrap": ("replicated-params",), "train-step": ("missing-sharding",)},
 )

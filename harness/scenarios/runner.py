@@ -1,6 +1,9 @@
 """Running one scenario in one mode, in this process, and judging the outcome.
 
-fixed mode (switch off): every variant must return -> ``passed``, else ``failed``.
+fixed mode (switch off): every variant must return -> ``passed``, else ``failed``. When
+``HARNESS_FAULTS`` forces the scenario's own switch on, a fixed run still runs with the bug
+present (the process-wide switch cannot be turned off for one scenario); its result and every
+failed variant's error say so, so the failure is not mistaken for a regression.
 injected mode (switch on): every variant must raise one of the scenario's signatures ->
 ``reproduced``; a variant that returns is ``not-reproduced`` (the scenario has no teeth), and an
 error matching no signature is ``failed`` (it caught something, but not its bug).
@@ -43,6 +46,7 @@ class Result:
     signature: str = ""
     variants: list[VariantResult] = field(default_factory=list)
     repro: str = ""
+    note: str = ""  # e.g. the scenario's switch was forced on by HARNESS_FAULTS in fixed mode
 
     @property
     def ok(self) -> bool:
@@ -68,7 +72,26 @@ def repro_command(scenario_id: str, inject: bool, seed: int, cell: str | None = 
     return " ".join(parts)
 
 
-def _run_variant(scenario: Scenario, name: str, ctx: Context) -> VariantResult:
+def forced_on_note(scenario: Scenario, inject: bool, harness_faults: str | None = None) -> str:
+    """The note a fixed run gets when ``HARNESS_FAULTS`` turns the scenario's own switch on."""
+    raw = os.environ.get("HARNESS_FAULTS", "") if harness_faults is None else harness_faults
+    names = {n.strip() for n in raw.split(",")}
+    if inject or scenario.fault not in names:
+        return ""
+    return (
+        f"fault switch {scenario.fault!r} was forced on by HARNESS_FAULTS={raw}: "
+        "this fixed-mode run had the bug switched on"
+    )
+
+
+def _run_variant(scenario: Scenario, name: str, ctx: Context, note: str = "") -> VariantResult:
+    result = _judge_variant(scenario, name, ctx)
+    if note and result.outcome == FAILED:
+        result.error = f"{note}; {result.error}"
+    return result
+
+
+def _judge_variant(scenario: Scenario, name: str, ctx: Context) -> VariantResult:
     injected = xr.faults.inject(scenario.fault) if ctx.inject else contextlib.nullcontext()
     try:
         # each variant starts as in a fresh process: discovery counts from zero
@@ -104,8 +127,12 @@ def run(
 ) -> Result:
     """Run every variant of ``scenario`` in this process."""
     start = time.perf_counter()
-    ctx = Context(seed=seed, inject=inject, devices=devices)
-    results = [_run_variant(scenario, name, ctx) for name in scenario.variants]
+    note = forced_on_note(scenario, inject)
+    # a fresh context per variant: its data depends on the seed only, not on earlier variants
+    results = [
+        _run_variant(scenario, name, Context(seed=seed, inject=inject, devices=devices), note)
+        for name in scenario.variants
+    ]
     seen = "; ".join(
         f"{r.variant}: {r.signature}" if len(results) > 1 else r.signature
         for r in results
@@ -120,4 +147,5 @@ def run(
         signature=seen,
         variants=results,
         repro=repro_command(scenario.id, inject, seed, cell),
+        note=note,
     )

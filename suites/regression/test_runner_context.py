@@ -1,0 +1,176 @@
+"""The runner and ``xharness repro`` around the scenarios: contexts, fault switches, hangs."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import harness.runtime as xr
+from harness.cli import main
+from harness.scenarios import child, commands, runner
+from harness.scenarios.base import Context, InvariantViolation, Needs, Scenario, Signature
+
+FAULT = xr.faults.UNHASHABLE_SPEC
+
+
+def _scenario(**variants) -> Scenario:  # noqa: ANN003
+    return Scenario(
+        id="synthetic",
+        title="synthetic",
+        upstream=("example/repo#1",),
+        component="none",
+        trigger="none",
+        fault=FAULT,
+        signatures=(Signature("invariant", InvariantViolation, r"^broken"),),
+        variants=variants,
+    )
+
+
+def _xharness(*args: str, cwd: Path, env: dict[str, str] | None = None, timeout: float = 300):
+    full_env = {k: v for k, v in os.environ.items() if k not in ("JAX_NUM_CPU_DEVICES", "XLA_FLAGS", "HARNESS_FAULTS")}
+    full_env.update(env or {})
+    return subprocess.run(
+        [sys.executable, "-c", "import sys; from harness.cli import main; sys.exit(main())", *args],
+        capture_output=True,
+        text=True,
+        env=full_env,
+        cwd=cwd,
+        timeout=timeout,
+    )
+
+
+@pytest.fixture
+def no_env_switches(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in runner.REPLAY_ENV:
+        monkeypatch.delenv(name, raising=False)
+
+
+# ---------------------------------------------------------------- one fresh context per variant
+
+
+def test_each_variant_gets_a_fresh_context(no_env_switches: None) -> None:
+    seen: dict[str, np.ndarray] = {}
+    contexts: list[Context] = []
+
+    def record(name: str):  # noqa: ANN202
+        def variant(ctx: Context) -> None:
+            contexts.append(ctx)
+            seen[name] = ctx.normal(4)
+
+        return variant
+
+    result = runner.run(_scenario(first=record("first"), second=record("second")), False, seed=7, devices=1)
+    assert result.outcome == runner.PASSED
+    np.testing.assert_array_equal(seen["first"], seen["second"])
+    assert contexts[0] is not contexts[1]
+    alone: dict[str, np.ndarray] = {}
+    runner.run(_scenario(second=lambda ctx: alone.setdefault("second", ctx.normal(4))), False, seed=7, devices=1)
+    np.testing.assert_array_equal(alone["second"], seen["second"])
+    assert all(c.seed == 7 for c in contexts)
+
+
+# ---------------------------------------------------------------- HARNESS_FAULTS
+
+
+def test_unknown_switch_in_harness_faults_is_a_usage_error(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("HARNESS_FAULTS", "aliased-save,no-such-switch")
+
+    def no_child(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        raise AssertionError("no child may start")
+
+    monkeypatch.setattr(commands.subprocess, "run", no_child)
+    assert main(["repro", "aliased-save"]) == 2
+    err = capsys.readouterr().err
+    assert "HARNESS_FAULTS" in err and "'no-such-switch'" in err and "aliased-save" in err
+
+
+def test_unknown_switch_from_the_command_line(tmp_path: Path) -> None:
+    proc = _xharness("repro", "aliased-save", cwd=tmp_path, env={"HARNESS_FAULTS": "typo"})
+    assert proc.returncode == 2, proc.stderr
+    assert "unknown fault switch(es) 'typo'" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def broken_only_when_switched_on(ctx: Context) -> None:
+    if xr.faults.active(FAULT):
+        raise InvariantViolation("broken by the switch")
+
+
+def test_forced_switch_in_fixed_mode_is_noted(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("HARNESS_CRASH_MODE", raising=False)
+    monkeypatch.setenv("HARNESS_FAULTS", FAULT)
+    result = runner.run(_scenario(only=broken_only_when_switched_on), False, seed=0, devices=1)
+    assert result.outcome == runner.FAILED
+    assert "forced on by HARNESS_FAULTS" in result.note and FAULT in result.note
+    assert "forced on by HARNESS_FAULTS" in result.variants[0].error
+    assert result.to_json()["note"] == result.note
+    assert result.repro.startswith(f"HARNESS_FAULTS={FAULT} ")
+
+
+def test_no_note_without_the_scenario_switch(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HARNESS_FAULTS", xr.faults.ALIASED_SAVE)
+    result = runner.run(_scenario(only=broken_only_when_switched_on), False, seed=0, devices=1)
+    assert result.outcome == runner.PASSED and result.note == ""
+    monkeypatch.setenv("HARNESS_FAULTS", FAULT)
+    injected = runner.run(_scenario(only=broken_only_when_switched_on), True, seed=0, devices=1)
+    assert injected.outcome == runner.REPRODUCED and injected.note == ""
+
+
+def test_forced_switch_from_the_command_line(tmp_path: Path) -> None:
+    proc = _xharness("repro", "unhashable-spec", cwd=tmp_path, env={"HARNESS_FAULTS": "unhashable-spec"})
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "note: fault switch 'unhashable-spec' was forced on by HARNESS_FAULTS" in proc.stdout
+    assert "replay: HARNESS_FAULTS=unhashable-spec xharness repro unhashable-spec" in proc.stdout
+
+
+# ---------------------------------------------------------------- needs
+
+
+def test_needs_has_no_unchecked_fields() -> None:
+    """Every field of Needs is one that ``unmet`` checks."""
+    assert {f.name for f in dataclasses.fields(Needs)} == {"devices", "device_multiple", "processes"}
+
+
+# ---------------------------------------------------------------- hung children
+
+
+@pytest.mark.parametrize(("timeout", "delay"), [(600, 590), (60, 57), (4, 2), (1, 0.5)])
+def test_stack_dump_comes_before_the_limit(timeout: float, delay: float) -> None:
+    assert child.stack_dump_delay(timeout) == pytest.approx(delay)
+
+
+def test_hung_child_stderr_is_decoded(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.delenv("HARNESS_FAULTS", raising=False)
+    calls = []
+
+    def hang(cmd, **kwargs):  # noqa: ANN001, ANN003, ANN202
+        calls.append(cmd)
+        raise subprocess.TimeoutExpired(cmd, kwargs["timeout"], output=b"", stderr=b"Thread 0x1 (most recent call first):\n  File \"x.py\", line 3 in spin\n")
+
+    monkeypatch.setattr(commands.subprocess, "run", hang)
+    assert main(["repro", "aliased-save", "--timeout", "7"]) == 1
+    captured = capsys.readouterr()
+    assert "hung: no result within 7 s" in captured.out
+    assert 'File "x.py", line 3 in spin' in captured.err
+    assert "b'" not in captured.err
+    assert calls[0][calls[0].index("--timeout") + 1] == "7.0"
+
+
+def test_hung_child_dumps_its_stacks(tmp_path: Path) -> None:
+    """A run past its limit (here 2 s, less than JAX takes to start) shows where the child was."""
+    proc = _xharness("repro", "lost-sharding", "--timeout", "2", cwd=tmp_path, timeout=120)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "hung: no result within 2 s" in proc.stdout
+    assert "most recent call first" in proc.stderr, proc.stderr
+    assert "b'" not in proc.stderr
+    assert "replay: xharness repro lost-sharding --seed 0" in proc.stdout
