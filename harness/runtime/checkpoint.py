@@ -25,12 +25,12 @@ import json
 import os
 import struct
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from harness.files import atomic_writer
 from harness.runtime import executor, faults, functional, step
 from harness.runtime.errors import CheckpointError
 from harness.runtime.tensor import Tensor, tensor
@@ -116,21 +116,11 @@ def save(obj: Any, path: str | os.PathLike[str]) -> None:
         offset += a.nbytes
     header = json.dumps({"format": FORMAT, "tree": tree, "arrays": meta}).encode()
     digest = hashlib.sha256()
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            for chunk in (MAGIC, struct.pack("<Q", len(header)), header, *(a.tobytes() for a in arrays)):
-                f.write(chunk)
-                digest.update(chunk)
-            f.write(digest.digest())
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with atomic_writer(path) as f:
+        for chunk in (MAGIC, struct.pack("<Q", len(header)), header, *(a.tobytes() for a in arrays)):
+            f.write(chunk)
+            digest.update(chunk)
+        f.write(digest.digest())
 
 
 def _resolve_dtype(recorded: str, fmt: int) -> np.dtype:

@@ -227,3 +227,18 @@ def test_harness_level_record_reads_back_with_its_node_id(tmp_path: Path) -> Non
     assert set(back) == {"xharness::startup", "suites/a/test_b.py::TestC::test_d"}
     assert back["xharness::startup"].properties == {"cell": "cpu-4"}
     assert "nodeid" not in path.read_text().split("test_d")[1]  # only written where it is needed
+
+
+def test_report_files_get_ordinary_permissions(tmp_path: Path) -> None:
+    import os
+    import stat
+
+    from harness.report.files import write_atomic
+
+    old = os.umask(0o022)
+    try:
+        write_atomic(tmp_path / "index.html", "<p>ok</p>")
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE((tmp_path / "index.html").stat().st_mode) == 0o644
+    assert [p.name for p in tmp_path.iterdir()] == ["index.html"]  # no temporary left behind
