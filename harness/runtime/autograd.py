@@ -25,6 +25,8 @@ def _leaf_storage(node: ir.Node) -> Storage | None:
 def _unfold(root: ir.Node) -> ir.Node:
     """``root`` with every executed value that has an ``origin`` replaced by that IR (copied
     only where something below it changed)."""
+    if not root.folded:  # nothing executed below: the common case costs nothing
+        return root
     done: dict[int, ir.Node] = {}
     stack: list[tuple[ir.Node, bool]] = [(root, False)]
     keep: list[ir.Node] = []  # ids stay unique only while the nodes live
@@ -32,7 +34,7 @@ def _unfold(root: ir.Node) -> ir.Node:
         node, expanded = stack.pop()
         if id(node) in done:
             continue
-        if node.data is not None and node.origin is None or node.op == "stop_gradient" or _leaf_storage(node):
+        if not node.folded or node.op == "stop_gradient" or _leaf_storage(node):
             done[id(node)] = node
             continue
         inputs = (node.origin,) if node.data is not None else node.operands

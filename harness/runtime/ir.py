@@ -46,7 +46,7 @@ class Aval(tuple):
 class Node:
     """One recorded operation (or a device-data leaf when ``data`` is set)."""
 
-    __slots__ = ("op", "operands", "attrs", "aval", "data", "leaf", "origin", "sharding", "__weakref__")
+    __slots__ = ("op", "operands", "attrs", "aval", "data", "leaf", "origin", "folded", "sharding", "__weakref__")
 
     def __init__(
         self,
@@ -63,6 +63,12 @@ class Node:
         self.data = data
         self.leaf = None  # weak reference to the Storage of the requires-grad leaf this node is the value of
         self.origin: Node | None = None  # for device data computed from requires-grad leaves: the IR that computed it
+        # whether an ``origin`` hides at or below this node: autograd unfolds only those subgraphs
+        self.folded = False
+        for o in operands:
+            if o.folded:
+                self.folded = True
+                break
         self.sharding = sharding  # only custom_sharding nodes carry one
         if aval is None:  # a list comprehension: a generator costs more than the whole lookup
             aval = infer_aval(op, attrs, tuple([o.aval for o in operands]))

@@ -84,6 +84,7 @@ class Storage:
             node.leaf = weakref.ref(self)
         elif self.grad_dep:
             node.origin = old.origin if old.data is not None else old
+            node.folded = node.origin is not None
         self.node = node
         self.base_data = None
         self.synced_from = self.version
