@@ -58,11 +58,19 @@ class Result:
 
 #: environment switches that change what a run does, carried into its replay line
 REPLAY_ENV = ("HARNESS_FAULTS", "HARNESS_CRASH_MODE")
+#: runtime options from the environment; a ``--cell`` replay sets these itself, from the cell
+RUNTIME_ENV = (
+    "HARNESS_DISABLE_FUNCTIONALIZATION",
+    "HARNESS_PARAM_ALIASING",
+    "HARNESS_NUM_SLICES",
+    "HARNESS_EXECUTION_DELAY",
+)
 
 
 def repro_command(scenario_id: str, inject: bool, seed: int, cell: str | None = None) -> str:
     """The one line that replays a run exactly, environment switches included."""
-    parts = [f"{k}={shlex.quote(os.environ[k])}" for k in REPLAY_ENV if os.environ.get(k)]
+    names = REPLAY_ENV if cell else REPLAY_ENV + RUNTIME_ENV
+    parts = [f"{k}={shlex.quote(os.environ[k])}" for k in names if os.environ.get(k)]
     parts += ["xharness", "repro", scenario_id]
     if inject:
         parts.append("--inject")

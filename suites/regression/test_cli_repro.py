@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from harness.cli import main
-from harness.scenarios import registry
+from harness.scenarios import registry, runner
 
 
 def _xharness(
@@ -22,7 +22,7 @@ def _xharness(
     full_env = {
         k: v
         for k, v in os.environ.items()
-        if k not in ("JAX_NUM_CPU_DEVICES", "XLA_FLAGS", "HARNESS_FAULTS")
+        if k not in ("JAX_NUM_CPU_DEVICES", "XLA_FLAGS", *runner.REPLAY_ENV, *runner.RUNTIME_ENV)
     }
     full_env.update(env or {})
     return subprocess.run(

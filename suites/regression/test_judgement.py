@@ -51,7 +51,7 @@ def broken_only_when_injected(ctx: Context) -> None:
     ],
 )
 def test_verdict(variant, inject: bool, expected: str, monkeypatch) -> None:
-    for name in runner.REPLAY_ENV:
+    for name in runner.REPLAY_ENV + runner.RUNTIME_ENV:
         monkeypatch.delenv(name, raising=False)
     result = runner.run(_scenario(variant), inject, seed=3, devices=1)
     assert result.outcome == expected
@@ -60,7 +60,7 @@ def test_verdict(variant, inject: bool, expected: str, monkeypatch) -> None:
 
 
 def test_fault_switch_is_off_again_after_a_run(monkeypatch) -> None:
-    for name in runner.REPLAY_ENV:  # no switch from the calling environment
+    for name in runner.REPLAY_ENV + runner.RUNTIME_ENV:  # no switch from the calling environment
         monkeypatch.delenv(name, raising=False)
     result = runner.run(_scenario(broken_only_when_injected), True, seed=0, devices=1)
     assert result.outcome == runner.REPRODUCED, result.variants

@@ -33,7 +33,7 @@ def _scenario(**variants) -> Scenario:  # noqa: ANN003
 
 
 def _xharness(*args: str, cwd: Path, env: dict[str, str] | None = None, timeout: float = 300):
-    full_env = {k: v for k, v in os.environ.items() if k not in ("JAX_NUM_CPU_DEVICES", "XLA_FLAGS", "HARNESS_FAULTS")}
+    full_env = {k: v for k, v in os.environ.items() if k not in ("JAX_NUM_CPU_DEVICES", "XLA_FLAGS", *runner.REPLAY_ENV, *runner.RUNTIME_ENV)}
     full_env.update(env or {})
     return subprocess.run(
         [sys.executable, "-c", "import sys; from harness.cli import main; sys.exit(main())", *args],
@@ -47,7 +47,7 @@ def _xharness(*args: str, cwd: Path, env: dict[str, str] | None = None, timeout:
 
 @pytest.fixture
 def no_env_switches(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in runner.REPLAY_ENV:
+    for name in runner.REPLAY_ENV + runner.RUNTIME_ENV:
         monkeypatch.delenv(name, raising=False)
 
 
@@ -167,10 +167,14 @@ def test_hung_child_stderr_is_decoded(
 
 
 def test_hung_child_dumps_its_stacks(tmp_path: Path) -> None:
-    """A run past its limit (here 2 s, less than JAX takes to start) shows where the child was."""
-    proc = _xharness("repro", "lost-sharding", "--timeout", "2", cwd=tmp_path, timeout=120)
+    """A run past its limit shows where the child was. The hang is made certain, and placed after
+    start-up, by a device that never finishes its first execution (a 600 s execution delay)."""
+    proc = _xharness(
+        "repro", "lost-sharding", "--timeout", "6", cwd=tmp_path, timeout=120,
+        env={"HARNESS_EXECUTION_DELAY": "600"},
+    )
     assert proc.returncode == 1, proc.stdout + proc.stderr
-    assert "hung: no result within 2 s" in proc.stdout
+    assert "hung: no result within 6 s" in proc.stdout
     assert "most recent call first" in proc.stderr, proc.stderr
     assert "b'" not in proc.stderr
-    assert "replay: xharness repro lost-sharding --seed 0" in proc.stdout
+    assert "replay: HARNESS_EXECUTION_DELAY=600 xharness repro lost-sharding --seed 0" in proc.stdout
