@@ -3,36 +3,13 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from cli_helpers import run_xharness
 
 from harness.cli import main
-from harness.scenarios import registry, runner
-
-
-def _xharness(
-    *args: str, cwd: Path, env: dict[str, str] | None = None
-) -> subprocess.CompletedProcess[str]:
-    """Run the CLI in a child process from ``cwd`` (a scratch directory: the installed package is
-    what runs, not whatever the project directory would put on ``sys.path``)."""
-    full_env = {
-        k: v
-        for k, v in os.environ.items()
-        if k not in ("JAX_NUM_CPU_DEVICES", "XLA_FLAGS", *runner.REPLAY_ENV, *runner.RUNTIME_ENV)
-    }
-    full_env.update(env or {})
-    return subprocess.run(
-        [sys.executable, "-c", "import sys; from harness.cli import main; sys.exit(main())", *args],
-        capture_output=True,
-        text=True,
-        env=full_env,
-        cwd=cwd,
-        timeout=300,
-    )
+from harness.scenarios import registry
 
 
 def test_list_json_names_every_scenario(capsys) -> None:
@@ -55,7 +32,7 @@ def test_unknown_runtime_is_a_usage_error(capsys) -> None:
 
 
 def test_scenario_the_cell_cannot_host_is_a_usage_error(tmp_path: Path) -> None:
-    proc = _xharness("repro", "double-discovery", cwd=tmp_path, env={"JAX_NUM_CPU_DEVICES": "1"})
+    proc = run_xharness("repro", "double-discovery", cwd=tmp_path, env={"JAX_NUM_CPU_DEVICES": "1"})
     assert proc.returncode == 2, proc.stderr
     assert "needs at least 2 devices" in proc.stderr
 
@@ -63,7 +40,7 @@ def test_scenario_the_cell_cannot_host_is_a_usage_error(tmp_path: Path) -> None:
 @pytest.mark.parametrize("inject", [False, True])
 def test_repro_json(inject: bool, tmp_path: Path) -> None:
     args = ["repro", "unhashable-spec", "--seed", "7", "--json"] + (["--inject"] if inject else [])
-    proc = _xharness(*args, cwd=tmp_path)
+    proc = run_xharness(*args, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
     assert out["scenario"] == "unhashable-spec"
@@ -78,7 +55,7 @@ def test_repro_json(inject: bool, tmp_path: Path) -> None:
 
 
 def test_race_in_crash_mode_dies_on_a_real_sigsegv(tmp_path: Path) -> None:
-    proc = _xharness(
+    proc = run_xharness(
         "repro",
         "race-on-handles",
         "--inject",
@@ -96,7 +73,7 @@ def test_race_in_crash_mode_dies_on_a_real_sigsegv(tmp_path: Path) -> None:
 
 
 def test_human_output_prints_the_replay_line(tmp_path: Path) -> None:
-    proc = _xharness("repro", "aliased-save", cwd=tmp_path)
+    proc = run_xharness("repro", "aliased-save", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert "aliased-save [fixed] passed" in proc.stdout
     assert proc.stdout.strip().splitlines()[-1] == "replay: xharness repro aliased-save --seed 0"

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import dataclasses
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from cli_helpers import run_xharness
 
 import harness.runtime as xr
 from harness.cli import main
@@ -32,20 +31,6 @@ def _scenario(**variants) -> Scenario:  # noqa: ANN003
     )
 
 
-def _xharness(*args: str, cwd: Path, env: dict[str, str] | None = None, timeout: float = 300):
-    full_env = {k: v for k, v in os.environ.items() if k not in ("JAX_NUM_CPU_DEVICES", "XLA_FLAGS", *runner.REPLAY_ENV, *runner.RUNTIME_ENV)}
-    full_env.update(env or {})
-    return subprocess.run(
-        [sys.executable, "-c", "import sys; from harness.cli import main; sys.exit(main())", *args],
-        capture_output=True,
-        text=True,
-        env=full_env,
-        cwd=cwd,
-        timeout=timeout,
-    )
-
-
-@pytest.fixture
 def no_env_switches(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in runner.REPLAY_ENV + runner.RUNTIME_ENV:
         monkeypatch.delenv(name, raising=False)
@@ -93,7 +78,7 @@ def test_unknown_switch_in_harness_faults_is_a_usage_error(
 
 
 def test_unknown_switch_from_the_command_line(tmp_path: Path) -> None:
-    proc = _xharness("repro", "aliased-save", cwd=tmp_path, env={"HARNESS_FAULTS": "typo"})
+    proc = run_xharness("repro", "aliased-save", cwd=tmp_path, env={"HARNESS_FAULTS": "typo"})
     assert proc.returncode == 2, proc.stderr
     assert "unknown fault switch(es) 'typo'" in proc.stderr
     assert "Traceback" not in proc.stderr
@@ -125,7 +110,7 @@ def test_no_note_without_the_scenario_switch(monkeypatch: pytest.MonkeyPatch) ->
 
 
 def test_forced_switch_from_the_command_line(tmp_path: Path) -> None:
-    proc = _xharness("repro", "unhashable-spec", cwd=tmp_path, env={"HARNESS_FAULTS": "unhashable-spec"})
+    proc = run_xharness("repro", "unhashable-spec", cwd=tmp_path, env={"HARNESS_FAULTS": "unhashable-spec"})
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "note: fault switch 'unhashable-spec' was forced on by HARNESS_FAULTS" in proc.stdout
     assert "replay: HARNESS_FAULTS=unhashable-spec xharness repro unhashable-spec" in proc.stdout
@@ -169,7 +154,7 @@ def test_hung_child_stderr_is_decoded(
 def test_hung_child_dumps_its_stacks(tmp_path: Path) -> None:
     """A run past its limit shows where the child was. The hang is made certain, and placed after
     start-up, by a device that never finishes its first execution (a 600 s execution delay)."""
-    proc = _xharness(
+    proc = run_xharness(
         "repro", "lost-sharding", "--timeout", "6", cwd=tmp_path, timeout=120,
         env={"HARNESS_EXECUTION_DELAY": "600"},
     )
