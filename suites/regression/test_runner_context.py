@@ -31,6 +31,7 @@ def _scenario(**variants) -> Scenario:  # noqa: ANN003
     )
 
 
+@pytest.fixture
 def no_env_switches(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in runner.REPLAY_ENV + runner.RUNTIME_ENV:
         monkeypatch.delenv(name, raising=False)
