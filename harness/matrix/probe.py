@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -52,6 +53,38 @@ def tpu_count() -> int:
     return _count("/dev", r"accel\d+") or _count("/dev/vfio", r"\d+")
 
 
+@dataclass(frozen=True)
+class _Accelerator:
+    plugins: tuple[str, ...]  # any one of these JAX plugin modules
+    missing_plugin: str
+    count: Callable[[], int]
+    none_found: str
+    unit: str
+
+
+_ACCELERATORS = {
+    "gpu": _Accelerator(
+        _GPU_PLUGINS, "no JAX GPU plugin installed (pip install 'xharness[gpu]')",
+        gpu_count, "no GPU found (no /dev/nvidia* or /dev/kfd)", "GPU(s)",
+    ),
+    "tpu": _Accelerator(
+        _TPU_PLUGINS, "libtpu is not installed (pip install 'xharness[tpu]')",
+        tpu_count, "no TPU found (no /dev/accel* or /dev/vfio/*)", "TPU chip(s)",
+    ),
+}
+
+
+def _probe_accelerator(cell: Cell, accelerator: _Accelerator) -> Availability:
+    if not any(_has_module(m) for m in accelerator.plugins):
+        return Availability(False, accelerator.missing_plugin)
+    found = accelerator.count()
+    if found == 0:
+        return Availability(False, accelerator.none_found)
+    if found < cell.devices:
+        return Availability(False, f"needs {cell.devices} {accelerator.unit} per process, found {found}")
+    return Availability(True, f"{found} {accelerator.unit}")
+
+
 def probe(cell: Cell) -> Availability:
     """Whether ``cell`` can run here, and if not, the reason in words a CI log reader understands."""
     if not _has_module("jaxlib"):
@@ -62,22 +95,7 @@ def probe(cell: Cell) -> Availability:
         if cell.multiprocess:
             note += f", {cell.processes} processes over jax.distributed (gloo)"
         return Availability(True, note)
-    if cell.backend == "gpu":
-        if not any(_has_module(m) for m in _GPU_PLUGINS):
-            return Availability(False, "no JAX GPU plugin installed (pip install 'xharness[gpu]')")
-        found = gpu_count()
-        if found == 0:
-            return Availability(False, "no GPU found (no /dev/nvidia* or /dev/kfd)")
-        if found < cell.devices:
-            return Availability(False, f"needs {cell.devices} GPU(s) per process, found {found}")
-        return Availability(True, f"{found} GPU(s)")
-    if cell.backend == "tpu":
-        if not any(_has_module(m) for m in _TPU_PLUGINS):
-            return Availability(False, "libtpu is not installed (pip install 'xharness[tpu]')")
-        found = tpu_count()
-        if found == 0:
-            return Availability(False, "no TPU found (no /dev/accel* or /dev/vfio/*)")
-        if found < cell.devices:
-            return Availability(False, f"needs {cell.devices} TPU chip(s) per process, found {found}")
-        return Availability(True, f"{found} TPU chip(s)")
+    accelerator = _ACCELERATORS.get(cell.backend)
+    if accelerator is not None:
+        return _probe_accelerator(cell, accelerator)
     return Availability(False, f"unknown backend {cell.backend!r}")
