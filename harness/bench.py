@@ -54,6 +54,8 @@ from typing import Any
 
 import numpy as np
 
+from harness.errors import UsageError
+
 DEVICES = 4
 BLOCK = 10  # timed steps per interleaved block
 
@@ -96,7 +98,6 @@ def add_parsers(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from harness.cli import UsageError
 
     if args.steps < 1 or args.warmup < 1:
         raise UsageError("--steps and --warmup must be at least 1")

@@ -12,6 +12,10 @@ import importlib
 import os
 import sys
 
+from harness.errors import UsageError
+
+__all__ = ["EXIT_FAILED", "EXIT_OK", "EXIT_USAGE", "UsageError", "build_parser", "main"]
+
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
 #: modules that contribute subcommands; each has ``add_parsers(subparsers)``
@@ -21,10 +25,6 @@ _COMMAND_MODULES = (
     "harness.report.commands",  # report merge, report html
     "harness.bench",  # bench
 )
-
-
-class UsageError(Exception):
-    """A mistake the user can fix (bad flag, unknown name, malformed file): exit 2."""
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -15,6 +15,7 @@ import sys
 import time
 from pathlib import Path
 
+from harness.errors import UsageError
 from harness.matrix.config import (
     RUNTIMES,
     Cell,
@@ -55,7 +56,6 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-a
 
 
 def _usage_error(message: str) -> Exception:
-    from harness.cli import UsageError
 
     return UsageError(message)
 

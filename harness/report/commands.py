@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from harness.errors import UsageError
 from harness.report.api import publish
 from harness.report.junit import ReportInputError, read_records
 from harness.report.merge import combine, merge_files
@@ -19,7 +20,6 @@ EXIT_OK, EXIT_USAGE = 0, 2
 
 def _usage(message: str) -> Exception:
     # Imported late: harness.cli imports this module while building its parser.
-    from harness.cli import UsageError
 
     return UsageError(message)
 

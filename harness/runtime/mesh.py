@@ -22,9 +22,49 @@ from harness.runtime import topology
 SpecEntry = str | tuple[str, ...] | None
 
 
-def normalize_spec(spec: Sequence[SpecEntry] | PartitionSpec) -> tuple[SpecEntry, ...]:
-    """A hashable tuple form of a partition spec (lists of axis names become tuples)."""
-    return tuple(tuple(e) if isinstance(e, list) else e for e in spec)
+def normalize_spec(
+    spec: Sequence[SpecEntry] | PartitionSpec, ndim: int | None = None, mesh: Mesh | None = None
+) -> tuple[SpecEntry, ...]:
+    """The one hashable spelling of a partition spec: a tuple of None, axis names and tuples of
+    axis names (lists, nested lists and ``PartitionSpec`` become that).
+
+    Normalizing an already normal spec returns it unchanged. With ``ndim`` the result has exactly
+    ``ndim`` entries (missing trailing ones are replicated, as in JAX); with ``mesh`` every axis
+    must be one of its axes. A spec that cannot mean anything (a bare string, an entry that is
+    neither None, a name nor a flat group of names, an axis used twice, too many entries) is
+    refused with an error that names the spec: silently "fixing" it would shard something other
+    than what the user wrote.
+    """
+    if isinstance(spec, str) or not isinstance(spec, tuple | list | PartitionSpec):
+        hint = f" (for one dimension write ({spec!r},))" if isinstance(spec, str) else ""
+        raise TypeError(
+            f"partition spec {spec!r} must be a tuple, list or PartitionSpec with one entry per "
+            f"dimension, got {type(spec).__name__}{hint}"
+        )
+    out: list[SpecEntry] = []
+    for dim, entry in enumerate(spec):
+        if entry is None or isinstance(entry, str):
+            out.append(entry)
+        elif isinstance(entry, tuple | list) and entry and all(isinstance(a, str) for a in entry):
+            out.append(tuple(entry))
+        else:
+            raise TypeError(
+                f"partition spec {spec!r}: entry {entry!r} (dimension {dim}) must be None, an axis "
+                "name or a non-empty flat group of axis names"
+            )
+    used = [a for e in out if e is not None for a in ((e,) if isinstance(e, str) else e)]
+    repeated = sorted({a for a in used if used.count(a) > 1})
+    if repeated:
+        raise ValueError(f"partition spec {spec!r} uses mesh axis {repeated[0]!r} more than once")
+    if mesh is not None:
+        unknown = [a for a in used if a not in mesh.axis_names]
+        if unknown:
+            raise ValueError(f"partition spec {spec!r} names axis {unknown[0]!r}, not in mesh axes {mesh.axis_names}")
+    if ndim is not None:
+        if len(out) > ndim:
+            raise ValueError(f"partition spec {spec!r} has {len(out)} entries for a {ndim}-d tensor")
+        out.extend([None] * (ndim - len(out)))
+    return tuple(out)
 
 
 class Mesh:

@@ -19,6 +19,8 @@ import sys
 import time
 from typing import Any
 
+from harness.errors import UsageError
+
 DEFAULT_DEVICES = 8
 RUNTIMES = ("reference",)
 
@@ -84,7 +86,6 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 def _cell_environment(args: argparse.Namespace) -> tuple[dict[str, str], int]:
     """The child's environment and its device count, for ``--cell`` or the default."""
-    from harness.cli import UsageError
 
     env = dict(os.environ)
     if args.cell is None:
@@ -116,7 +117,6 @@ def _cell_environment(args: argparse.Namespace) -> tuple[dict[str, str], int]:
 
 
 def cmd_repro(args: argparse.Namespace) -> int:
-    from harness.cli import UsageError
     from harness.scenarios import child, registry, runner
 
     try:
@@ -192,7 +192,6 @@ _HUNG_TAIL = 400  # lines of a hung child's stderr shown: the whole stack dump, 
 
 def _check_faults(raw: str) -> None:
     """``HARNESS_FAULTS`` may only name known switches (checked before launching the child)."""
-    from harness.cli import UsageError
     from harness.runtime.faults import SWITCHES
 
     unknown = sorted({n.strip() for n in raw.split(",") if n.strip()} - SWITCHES.keys())

@@ -1,0 +1,150 @@
+"""What an invariant is: a plain check, the inputs that exercise it, and the bugs it must catch.
+
+An ``Invariant`` pairs a plain function (``check(**example)`` raises ``AssertionError`` or the
+runtime's own error when the runtime breaks the rule; usable without hypothesis) with a strategy
+of examples, and declares the fault switches it must catch. From those it offers a ready
+hypothesis test (for a user's suite: ``test_x = invariant.hypothesis_test()``) and ``search``,
+which runs hypothesis and returns the shrunk counterexample instead of raising: the tool the
+teeth meta-tests and ``xharness teeth`` are built on.
+
+Every example runs inside ``harness.runtime.testing.isolated()``, so one example's pending graph,
+options or simulated topology never leak into the next, and a falsifying example replays alone.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+#: settings of a search: deterministic (the same counterexample on every machine), no deadline
+#: (XLA compile times vary), no example database (a search must not depend on earlier runs)
+SEARCH_SETTINGS = dict(
+    deadline=None,
+    derandomize=True,
+    database=None,
+    print_blob=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much],
+)
+
+_BLOB = re.compile(r"@reproduce_failure\((.*?)\)")
+
+
+@dataclass(frozen=True)
+class Falsified:
+    """A shrunk counterexample: what hypothesis reported, and how big it is."""
+
+    invariant: str
+    example: str  # the shrunk example, as hypothesis printed it (or the rule steps of a machine)
+    size: int  # the invariant's own measure: dimensions, mesh axes, rule steps...
+    error: str  # ``Type: message`` of the failure the example raised
+    blob: str  # hypothesis' ``@reproduce_failure`` arguments, when it printed them
+    faults: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "invariant": self.invariant,
+            "example": self.example,
+            "size": self.size,
+            "error": self.error,
+            "blob": self.blob,
+            "faults": list(self.faults),
+        }
+
+
+@dataclass(frozen=True)
+class Invariant:
+    """One rule every runtime must keep (see the module docstring)."""
+
+    id: str
+    title: str
+    check: Callable[..., None]
+    examples: Callable[[], st.SearchStrategy[dict[str, Any]]]  # built lazily: needs the devices
+    catches: tuple[str, ...] = ()  # fault switches it must catch
+    size: Callable[[dict[str, Any]], int] = lambda example: 0
+    max_size: int = 0  # the largest shrunk counterexample the teeth tests accept
+    max_examples: int = 100  # per run under the CI profile
+    min_devices: int = 1
+    doc: str = ""
+    #: the example that raised last in this process: hypothesis replays the shrunk example last
+    _last: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    def run_example(self, example: dict[str, Any]) -> None:
+        """Check one example in isolation, remembering it if it fails."""
+        from harness.runtime.testing import isolated
+
+        try:
+            with isolated():
+                self.check(**example)
+        except BaseException:
+            self._last["example"] = example
+            raise
+
+    def scaled_examples(self) -> int:
+        """``max_examples`` under the loaded profile: the invariant's own count is for the CI
+        profile (hypothesis' default of 100 examples), a wider profile scales it up alike."""
+        return max(1, math.ceil(self.max_examples * settings.default.max_examples / 100))
+
+    def hypothesis_test(self, **overrides: Any) -> Callable[[], None]:
+        """A ready test function for pytest (or to call directly), under the loaded hypothesis
+        profile with the invariant's example count scaled to it; ``overrides`` win."""
+        invariant = self
+
+        def test() -> None:
+            options = {"max_examples": invariant.scaled_examples(), **overrides}
+            settings(**options)(given(invariant.examples())(invariant.run_example))()
+
+        test.__name__ = f"test_{self.id.replace('-', '_')}"
+        test.__qualname__ = test.__name__
+        test.__doc__ = self.title
+        return test
+
+    def search(self, max_examples: int | None = None, **overrides: Any) -> Falsified | None:
+        """Run hypothesis; the shrunk counterexample, or None when none was found."""
+        options = {**SEARCH_SETTINGS, "max_examples": max_examples or self.max_examples, **overrides}
+        self._last.clear()
+        test = settings(**options)(given(self.examples())(self.run_example))
+        try:
+            test()
+        except BaseException as exc:  # noqa: BLE001 - any failure of the runtime is a finding
+            if isinstance(exc, KeyboardInterrupt | SystemExit):
+                raise
+            return self._falsified(exc)
+        return None
+
+    def _falsified(self, exc: BaseException) -> Falsified:
+        from harness.runtime import faults
+
+        notes = "\n".join(getattr(exc, "__notes__", ()))
+        example = self._last.get("example", {})
+        blob = _BLOB.search(notes)
+        shown = "\n".join(
+            line for line in notes.splitlines() if not line.startswith(("You can reproduce", "@reproduce"))
+        ).strip()
+        return Falsified(
+            invariant=self.id,
+            example=shown or repr(example),
+            size=self.size(example) if example else -1,
+            error=f"{type(exc).__name__}: {exc}".strip(),
+            blob=blob.group(1) if blob else "",
+            faults=tuple(sorted(faults.enabled())),
+        )
+
+
+@contextmanager
+def switched_on(names: tuple[str, ...]) -> Iterator[None]:
+    """Every named fault switch on for the block."""
+    from contextlib import ExitStack
+
+    from harness.runtime import faults
+
+    with ExitStack() as stack:
+        for name in names:
+            stack.enter_context(faults.inject(name))
+        yield
