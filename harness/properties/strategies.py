@@ -233,20 +233,16 @@ def host_arrays(shape: Sequence[int], dtype: np.dtype) -> st.SearchStrategy[np.n
     )
 
 
-def mesh_spec_shape(
-    ndims: st.SearchStrategy[int] = st.integers(0, 3), *, divisible: bool = True, **mesh_kwargs: Any
-) -> st.SearchStrategy[tuple[Any, Any, tuple[int, ...]]]:
-    """(mesh, spec, shape) drawn together: the triple most sharding invariants take."""
+def mesh_spec_shape(max_ndim: int = 3, **mesh_kwargs: Any) -> st.SearchStrategy[tuple[Any, Any, tuple[int, ...]]]:
+    """(mesh, spec, shape) drawn together, the shape divisible: the triple most sharding
+    invariants take."""
+    if max_ndim < 0:
+        raise ValueError(f"mesh_spec_shape(max_ndim={max_ndim}): a rank is 0 or more")
 
     @st.composite
     def draw(data: st.DrawFn) -> tuple[Any, Any, tuple[int, ...]]:
         mesh = data(meshes(**mesh_kwargs))
-        ndim = data(ndims)
-        spec = data(partition_specs(mesh, ndim))
-        if not divisible and not any(p > 1 for p in _parts(mesh, spec)):
-            shape = data(sharded_shapes(mesh, spec))
-        else:
-            shape = data(sharded_shapes(mesh, spec, divisible=divisible))
-        return mesh, spec, shape
+        spec = data(partition_specs(mesh, data(st.integers(0, max_ndim))))
+        return mesh, spec, data(sharded_shapes(mesh, spec))
 
     return draw()

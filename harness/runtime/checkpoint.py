@@ -98,8 +98,9 @@ def _encode(obj: Any, values: dict[int, np.ndarray], arrays: list[np.ndarray], w
         return {"t": kind, "items": [_encode(v, values, arrays, f"{where}[{i}]") for i, v in enumerate(obj)]}
     if obj is None or isinstance(obj, bool | int | float | str):
         return {"t": "value", "v": obj}
-    if isinstance(obj, np.generic):
-        return {"t": "value", "v": obj.item()}
+    if isinstance(obj, np.generic):  # a numpy scalar keeps its dtype: stored as a 0-d array
+        encoded = _encode(np.asarray(obj), values, arrays, where)
+        return {"t": "scalar", "i": encoded["i"]}
     raise TypeError(f"cannot checkpoint a {type(obj).__name__} at {where}")
 
 
@@ -147,6 +148,8 @@ def _decode(node: Any, arrays: list[np.ndarray]) -> Any:
         return tensor(arrays[node["i"]], dtype=arrays[node["i"]].dtype)
     if kind == "ndarray":
         return arrays[node["i"]]
+    if kind == "scalar":
+        return arrays[node["i"]][()]
     if kind == "dict":
         return {k: _decode(v, arrays) for k, v in node["items"]}
     if kind == "list":

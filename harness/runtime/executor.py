@@ -252,7 +252,9 @@ _cache: dict[tuple, Executable] = {}
 _cache_lock = threading.Lock()
 
 
-def _compile(graph: Graph, roots: tuple[int, ...], out_shardings: tuple, donate: tuple[int, ...]) -> Executable:
+def _compile(
+    graph: Graph, roots: tuple[int, ...], out_shardings: tuple, donate: tuple[int, ...], in_shardings: tuple
+) -> Executable:
     key = (graph.program, roots, out_shardings, donate)
     with _cache_lock:
         hit = _cache.get(key)
@@ -265,7 +267,7 @@ def _compile(graph: Graph, roots: tuple[int, ...], out_shardings: tuple, donate:
     # fail (IndivisibleError). Two causes, two guards: input layouts go to ``jit`` itself rather
     # than onto the abstract arguments (where they would land on the traced types), and JAX names
     # outputs on the mesh of the first argument, so split inputs go first.
-    order = tuple(sorted(range(len(graph.inputs)), key=lambda i: _is_replicated(graph.inputs[i].sharding)))
+    order = tuple(sorted(range(len(graph.inputs)), key=lambda i: _is_replicated(in_shardings[i])))
     position = {graph_index: arg for arg, graph_index in enumerate(order)}
 
     def reordered(*args: Any) -> tuple:
@@ -273,7 +275,7 @@ def _compile(graph: Graph, roots: tuple[int, ...], out_shardings: tuple, donate:
 
     jitted = jax.jit(
         reordered,
-        in_shardings=tuple(graph.inputs[i].sharding for i in order),
+        in_shardings=tuple(in_shardings[i] for i in order),
         out_shardings=out_shardings,
         donate_argnums=tuple(position[i] for i in donate),
     )
@@ -288,6 +290,32 @@ def _compile(graph: Graph, roots: tuple[int, ...], out_shardings: tuple, donate:
 
 def _is_replicated(sharding: Any) -> bool:
     return bool(getattr(sharding, "is_fully_replicated", True))
+
+
+def _order(sharding: Any) -> tuple:
+    return tuple(sharding._device_assignment)
+
+
+def _program_order(inputs: Sequence[DeviceData], requested: Sequence[Any]) -> tuple:
+    """The device order one executable runs on.
+
+    XLA runs an SPMD program on one device assignment, and ``jax.jit`` refuses layouts listing
+    the same devices in another order. A mesh may order its devices any way (PyTorch/XLA's
+    ``Mesh(device_ids, ...)`` takes any permutation), so the first split layout, requested
+    output first, decides; values laid out in another order are brought to it (see ``execute``).
+    """
+    for sharding in (*requested, *(d.sharding for d in inputs)):
+        if sharding is not None and not _is_replicated(sharding):
+            return _order(sharding)
+    return topology.discover().devices
+
+
+def _in_order(sharding: Any, order: tuple) -> Any:
+    """``sharding`` if it already lists ``order``, else the replicated layout over ``order``
+    (the input is moved there before the execution: the value is the same)."""
+    if _order(sharding) == order:
+        return sharding
+    return _replicated(order)
 
 
 def compile_count() -> int:
@@ -389,7 +417,10 @@ def execute(
             shardings[slot] = sharding
     donate_ids = {id(d) for d in donate}
     donate_idx = tuple(i for i, d in enumerate(graph.inputs) if id(d) in donate_ids)
-    exe = _compile(graph, tuple(unique), tuple(shardings), donate_idx)
+    order = _program_order(graph.inputs, shardings)
+    in_shardings = tuple(_in_order(d.sharding, order) for d in graph.inputs)
+    compiled_out = tuple(s if s is None or _order(s) == order else None for s in shardings)
+    exe = _compile(graph, tuple(unique), compiled_out, donate_idx, in_shardings)
     aval_of = {pos: root.aval for root, pos in zip(roots, graph.root_positions, strict=True)}
     outputs = [
         DeviceData(
@@ -400,14 +431,18 @@ def execute(
         for i, pos in enumerate(unique)
     ]
     inputs = graph.inputs
+    moved_in = [in_shardings[i] if in_shardings[i] is not inputs[i].sharding else None for i in exe.arg_order]
+    moved_out = [o.sharding if _order(o.sharding) != _order(exe.output_shardings[i]) else None for i, o in enumerate(outputs)]
     delay = config.options.execution_delay
 
     def run() -> None:
         try:
             args = [inputs[i].array() for i in exe.arg_order]
+            args = [a if m is None else jax.device_put(a, m) for a, m in zip(args, moved_in, strict=True)]
             if delay:
                 time.sleep(delay)
             results = exe.compiled(*args)
+            results = [r if m is None else jax.device_put(r, m) for r, m in zip(results, moved_out, strict=True)]
             for out, result in zip(outputs, results, strict=True):
                 out.fill(result)
             # filled first (readers may start), then the job ends only when the device is done, so

@@ -1,0 +1,207 @@
+"""Invariants 1 and 2: partition specs normalize to one hashable form, and the cached op sharding
+of a mesh is right for every normalized spec.
+
+Why these two: the spec is the key of ``Mesh.get_op_sharding``'s ``lru_cache`` (upstream #8522:
+FSDPv2 prepared ``[]`` for a 0-d parameter and the cache raised ``unhashable type: 'list'``), and
+a cache keyed on the wrong thing hands one mesh's sharding to another. Both checks are pure
+Python over cached objects: no device transfer, so hypothesis can try thousands of examples.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import numpy as np
+from hypothesis import strategies as st
+from jax.sharding import Mesh as JaxMesh
+from jax.sharding import NamedSharding, PartitionSpec
+
+from harness.properties import strategies as pst
+from harness.properties.base import Invariant
+from harness.runtime import faults, fsdp, ir
+from harness.runtime.mesh import Mesh, normalize_spec
+from harness.runtime.tensor import Tensor
+
+# ------------------------------------------------------------------------------ helpers
+
+
+def _axes_of(entry: Any) -> tuple[str, ...]:
+    if entry is None:
+        return ()
+    if isinstance(entry, str):
+        return (entry,)
+    return tuple(entry)
+
+
+def _meaning(spec: Any) -> tuple[tuple[str, ...], ...]:
+    """What a spec says, independent of its spelling: the axes of each dimension, in order."""
+    return tuple(_axes_of(e) for e in spec)
+
+
+def shaped(shape: tuple[int, ...]) -> Tensor:
+    """A pending tensor of ``shape`` that costs no device transfer (spec preparation only reads
+    the shape)."""
+    zero = ir.const(0.0, np.dtype(np.float32))
+    return Tensor._from_node(ir.Node("broadcast_to", (zero,), (tuple(shape),)))
+
+
+def jax_grid(mesh: Mesh) -> np.ndarray:
+    """The mesh's device grid built from JAX's device list, not from the runtime's topology, so
+    a differential check does not trust the code under test for the device order."""
+    devices = sorted(jax.devices(), key=lambda d: (d.process_index, d.id))
+    return np.array([devices[i] for i in mesh.device_ids], dtype=object).reshape(mesh.mesh_shape)
+
+
+def expected_sharding(mesh: Mesh, spec: tuple[Any, ...]) -> NamedSharding:
+    return NamedSharding(JaxMesh(jax_grid(mesh), mesh.axis_names), PartitionSpec(*spec))
+
+
+def _check_prepared(mesh: Mesh, shape: tuple[int, ...]) -> tuple[Any, ...] | None:
+    """FSDPv2's spec for a parameter of ``shape``: a hashable, normal tuple of that rank that
+    shards the first dimension the ``fsdp`` axis divides (None when the mesh has no such axis)."""
+    if fsdp.FSDP_AXIS not in mesh.axis_names:
+        return None
+    prepared = fsdp.prepare_partition_spec(shaped(shape), mesh)
+    assert type(prepared) is tuple, f"FSDPv2 prepared {prepared!r} for a {len(shape)}-d parameter: not a tuple"
+    hash(prepared)
+    assert len(prepared) == len(shape), f"FSDPv2 prepared {prepared!r} for a {len(shape)}-d parameter"
+    assert normalize_spec(prepared, len(shape), mesh) == prepared, f"FSDPv2 prepared the non-normal {prepared!r}"
+    size = mesh.shape()[fsdp.FSDP_AXIS]
+    first = next((d for d, n in enumerate(shape) if n % size == 0), None)
+    wanted = tuple(fsdp.FSDP_AXIS if d == first else None for d in range(len(shape)))
+    assert prepared == wanted, f"FSDPv2 prepared {prepared!r} for shape {shape} on fsdp={size}, expected {wanted!r}"
+    return prepared
+
+
+# ------------------------------------------------------------------------------ invariant 1
+
+
+#: spellings no spec may have, each with the reason it means nothing
+def malformed_specs(mesh: Mesh, ndim: int) -> st.SearchStrategy[Any]:
+    axis = mesh.axis_names[0]
+    choices: list[Any] = [
+        axis,  # a bare string: "one dimension" or "each letter an axis"?
+        3,
+        [axis, axis] if ndim >= 2 else [[axis, axis]],  # an axis twice
+        [[axis, [axis]]],  # nested deeper than one group
+        [[]],  # an empty group
+        [None] * (ndim + 1),  # more entries than dimensions
+        ["no-such-axis"],
+        [1.5],
+    ]
+    return st.sampled_from(choices)
+
+
+def check_spec_normalization(mesh: Mesh, spec: Any, ndim: int, malformed: Any = None) -> None:
+    """``normalize_spec`` gives a hashable tuple of ``ndim`` entries, is idempotent, keeps what
+    the spec means, uses each axis once; FSDPv2's own spec preparation gives such a tuple for every
+    rank, 0 included; a malformed spec is refused with an error that names it."""
+    normal = normalize_spec(spec, ndim, mesh)
+    assert type(normal) is tuple, f"normalize_spec({spec!r}) returned a {type(normal).__name__}"
+    hash(normal)
+    assert len(normal) == ndim, f"normalize_spec({spec!r}, ndim={ndim}) has {len(normal)} entries"
+    assert all(e is None or isinstance(e, str) or (type(e) is tuple and e) for e in normal), normal
+    assert normalize_spec(normal, ndim, mesh) == normal, f"normalize_spec is not idempotent on {normal!r}"
+    assert normalize_spec(normal) == normal, f"normalize_spec without a rank changed {normal!r}"
+    padded = _meaning(spec) + ((),) * (ndim - len(_meaning(spec)))
+    assert _meaning(normal) == padded, f"normalize_spec({spec!r}) = {normal!r} changed its meaning"
+    used = [a for e in normal for a in _axes_of(e)]
+    assert len(used) == len(set(used)), f"{normal!r} uses an axis twice"
+    _check_prepared(mesh, (mesh.size(),) * ndim)
+    _check_prepared(mesh, tuple(range(1, ndim + 1)))
+    if malformed is not None:
+        try:
+            normalize_spec(malformed, ndim, mesh)
+        except (TypeError, ValueError) as exc:
+            assert repr(malformed) in str(exc), f"the error for spec {malformed!r} does not name it: {exc}"
+        else:
+            raise AssertionError(f"normalize_spec accepted the malformed spec {malformed!r} for ndim={ndim}")
+
+
+@st.composite
+def _normalization_examples(draw: st.DrawFn) -> dict[str, Any]:
+    mesh = draw(pst.meshes(require_axes=(fsdp.FSDP_AXIS,)))
+    ndim = draw(st.integers(0, 4))
+    spec = draw(pst.partition_specs(mesh, ndim))
+    # a shorter spec is legal (trailing dimensions replicated, as in JAX)
+    if ndim and draw(st.booleans()):
+        spec = type(spec)(*spec) if isinstance(spec, PartitionSpec) else spec[: draw(st.integers(0, ndim))]
+    return {"mesh": mesh, "spec": spec, "ndim": ndim, "malformed": draw(malformed_specs(mesh, ndim))}
+
+
+def _rank_and_axes(example: dict[str, Any]) -> int:
+    return int(example["ndim"]) + len(example["mesh"].axis_names) - 1
+
+
+SPEC_NORMALIZATION = Invariant(
+    id="spec-normalization",
+    title="partition specs normalize to one hashable tuple per rank (FSDPv2's included)",
+    check=check_spec_normalization,
+    examples=_normalization_examples,
+    catches=(faults.UNHASHABLE_SPEC,),
+    size=_rank_and_axes,
+    max_size=1,
+    max_examples=200,
+)
+
+
+# ------------------------------------------------------------------------------ invariant 2
+
+
+def check_op_sharding(mesh: Mesh, spec: Any, ndim: int, other: Mesh) -> None:
+    """``Mesh.get_op_sharding`` takes every normalized spec (FSDPv2's included), gives equivalent
+    shardings for equivalent spellings and equal meshes, matches a sharding built by JAX from the
+    same device grid, and never answers for one mesh with another mesh's sharding."""
+    normal = normalize_spec(spec, ndim, mesh)
+    got = mesh.get_op_sharding(normal)
+    want = expected_sharding(mesh, normal)
+    assert got.is_equivalent_to(want, ndim), f"{mesh!r} spec {normal!r}: got {got}, JAX builds {want}"
+    assert tuple(got.mesh.axis_names) == mesh.axis_names, f"sharding on axes {got.mesh.axis_names}, mesh has {mesh.axis_names}"
+    assert (got.mesh.devices == jax_grid(mesh)).all(), f"{mesh!r}: sharding's device grid is not the mesh's"
+    short = normal
+    while short and short[-1] is None:
+        short = short[:-1]
+    twin = Mesh(mesh.device_ids, mesh.mesh_shape, mesh.axis_names)
+    for variant in (short, tuple(e[0] if type(e) is tuple and len(e) == 1 else e for e in normal)):
+        for m in (mesh, twin):
+            alt = m.get_op_sharding(variant)
+            assert alt.is_equivalent_to(got, ndim), f"{variant!r} and {normal!r} mean the same, shardings differ"
+    names = dict(zip(mesh.axis_names, other.axis_names, strict=True))
+    translated = tuple(None if e is None else names[e] if isinstance(e, str) else tuple(names[a] for a in e) for e in normal)
+    theirs = other.get_op_sharding(translated)
+    assert tuple(theirs.mesh.axis_names) == other.axis_names, (
+        f"{other!r} got a sharding over axes {theirs.mesh.axis_names}: another mesh's cached answer"
+    )
+    assert (theirs.mesh.devices == jax_grid(other)).all(), (
+        f"{other!r} (devices {other.device_ids}) got a sharding over another device order: another mesh's cached answer"
+    )
+    if fsdp.FSDP_AXIS in mesh.axis_names:  # FSDPv2's spec goes to the cache as prepared, unchecked
+        for shape in ((mesh.size(),) * ndim, tuple(range(1, ndim + 1))):
+            mesh.get_op_sharding(fsdp.prepare_partition_spec(shaped(shape), mesh))
+
+
+@st.composite
+def _op_sharding_examples(draw: st.DrawFn) -> dict[str, Any]:
+    mesh = draw(pst.meshes(require_axes=(fsdp.FSDP_AXIS,)))
+    ndim = draw(st.integers(0, 4))
+    spec = draw(pst.partition_specs(mesh, ndim))
+    how = draw(st.sampled_from(("device-order", "axis-names")))
+    if how == "device-order":
+        other = Mesh(draw(st.permutations(mesh.device_ids)), mesh.mesh_shape, mesh.axis_names)
+    else:
+        renamed = tuple(f"{a}_" for a in mesh.axis_names)
+        other = Mesh(mesh.device_ids, mesh.mesh_shape, renamed)
+    return {"mesh": mesh, "spec": spec, "ndim": ndim, "other": other}
+
+
+OP_SHARDING_CACHE = Invariant(
+    id="op-sharding-cache",
+    title="Mesh.get_op_sharding: every normalized spec, equivalent answers, never another mesh's",
+    check=check_op_sharding,
+    examples=_op_sharding_examples,
+    catches=(faults.UNHASHABLE_SPEC,),
+    size=_rank_and_axes,
+    max_size=1,
+    max_examples=200,
+)

@@ -1,0 +1,76 @@
+"""Schedule points and the one piece of global state every other module reads.
+
+``point()`` sits on hot paths of the runtime (every execution, every handle read), so with nothing
+active it must cost one global read and a return. Everything else (who participates, what a point
+means) belongs to the active controller, found through ``_active``.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any, Protocol
+
+# What a controller tells a primitive after a blocking point. READY: the condition the thread waited
+# for holds, go ahead without blocking. TIMEOUT: the scheduler let the wait expire. FREE: the calling
+# thread is not controlled (or no longer is), so do the real, possibly blocking, operation.
+READY = 0
+TIMEOUT = 1
+FREE = 2
+
+
+class Controller(Protocol):
+    """What primitives and ``point()`` need from whatever is active (controlled run or stress)."""
+
+    def point(self, name: str, context: dict[str, Any]) -> None:
+        """A user schedule point."""
+
+    def sync(self, name: str, obj: object) -> None:
+        """The point just before a non-blocking synchronization operation (set, put, release).
+
+        Unlike ``point``, it never refuses to return while a run is being torn down: the operation
+        after it must happen, or a lock would stay held by a thread that is unwinding."""
+
+    def block(
+        self, name: str, obj: object, ready: Callable[[], bool] | None, timeout: float | None
+    ) -> int:
+        """The point before an operation that may block until ``ready()``; returns an outcome."""
+
+    def adopt(self, thread: threading.Thread) -> Callable[[Callable[[], None]], None] | None:
+        """A scheduler-aware thread is starting: a runner to wrap its ``run`` in, or None."""
+
+
+_active: Controller | None = None
+_local = threading.local()  # .task: the calling thread's participant record, if any
+
+
+def point(name: str, /, **context: Any) -> None:
+    """A place where the scheduler may switch to another thread.
+
+    Without an active scheduler this is a no-op. Under a controlled run the calling participant
+    stops here and the strategy picks which thread runs next; under stress it sleeps a little.
+    Put one wherever another thread's interleaving matters and no scheduler-aware primitive is
+    involved, typically just before reading or writing shared state.
+    """
+    ctl = _active
+    if ctl is None:
+        return
+    ctl.point(name, context)
+
+
+def active() -> Controller | None:
+    """The controller now in charge, if any (for tools that report on a run)."""
+    return _active
+
+
+def activate(ctl: Controller) -> None:
+    global _active
+    if _active is not None:
+        raise RuntimeError("a schedule controller is already active: runs cannot be nested")
+    _active = ctl
+
+
+def deactivate(ctl: Controller) -> None:
+    global _active
+    if _active is ctl:
+        _active = None
