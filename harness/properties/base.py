@@ -82,8 +82,12 @@ class Invariant:
         try:
             with isolated():
                 self.check(**example)
-        except BaseException:
+        except BaseException as exc:
             self._last["example"] = example
+            try:  # each distinct failure hypothesis reports keeps its own example
+                exc.__dict__.setdefault("xharness_example", example)
+            except AttributeError:
+                pass
             raise
 
     def scaled_examples(self) -> int:
@@ -119,22 +123,33 @@ class Invariant:
         return None
 
     def _falsified(self, exc: BaseException) -> Falsified:
+        """The smallest of the failures hypothesis reported (it reports each distinct one)."""
         from harness.runtime import faults
 
-        notes = "\n".join(getattr(exc, "__notes__", ()))
-        example = self._last.get("example", {})
-        blob = _BLOB.search(notes)
+        found = [
+            (self.size(e.__dict__["xharness_example"]) if "xharness_example" in e.__dict__ else -1, i, e)
+            for i, e in enumerate(_leaves(exc))
+        ]
+        size, _, leaf = min(found, key=lambda f: (f[0] < 0, f[0], f[1]))
+        notes = "\n".join(getattr(leaf, "__notes__", ()))
+        blob = _BLOB.search(notes) or _BLOB.search("\n".join(getattr(exc, "__notes__", ())))
         shown = "\n".join(
             line for line in notes.splitlines() if not line.startswith(("You can reproduce", "@reproduce"))
         ).strip()
         return Falsified(
             invariant=self.id,
-            example=shown or repr(example),
-            size=self.size(example) if example else -1,
-            error=f"{type(exc).__name__}: {exc}".strip(),
+            example=shown or repr(leaf.__dict__.get("xharness_example", {})),
+            size=size,
+            error=f"{type(leaf).__name__}: {leaf}".strip(),
             blob=blob.group(1) if blob else "",
             faults=tuple(sorted(faults.enabled())),
         )
+
+
+def _leaves(exc: BaseException) -> list[BaseException]:
+    if isinstance(exc, BaseExceptionGroup):
+        return [leaf for sub in exc.exceptions for leaf in _leaves(sub)]
+    return [exc]
 
 
 @contextmanager

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import os
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, TypeVar
@@ -26,18 +27,35 @@ from harness.runtime.tensor import Tensor
 F = TypeVar("F", bound=Callable[..., Any])
 
 
+#: guards open right now in any thread, and the flag's value from before the first of them: the
+#: flag is one process-wide variable, so a per-call save/restore is re-entrant within one thread
+#: but not across threads (one thread's exit would restore "unset" under another's open guard)
+_guard_lock = threading.Lock()
+_open_guards = 0
+_saved_flag: str | None = None
+
+
 @contextmanager
 def jax_env_context() -> Iterator[None]:
+    global _open_guards, _saved_flag
     flag = topology.SKIP_DISCOVERY_FLAG
-    previous = os.environ.get(flag)
-    os.environ[flag] = "true"
+    with _guard_lock:
+        if _open_guards == 0:
+            _saved_flag = os.environ.get(flag)
+        _open_guards += 1
+        os.environ[flag] = "true"
     try:
         yield
     finally:
-        if previous is None or faults.active(faults.DOUBLE_DISCOVERY):
-            os.environ.pop(flag, None)
-        else:
-            os.environ[flag] = previous
+        with _guard_lock:
+            _open_guards -= 1
+            if faults.active(faults.DOUBLE_DISCOVERY):
+                os.environ.pop(flag, None)  # upstream's refactor: pop on every exit, nested or not
+            elif _open_guards == 0:
+                if _saved_flag is None:
+                    os.environ.pop(flag, None)
+                else:
+                    os.environ[flag] = _saved_flag
 
 
 def requires_kernel_backend(fn: F) -> F:

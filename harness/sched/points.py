@@ -36,8 +36,21 @@ class Controller(Protocol):
     ) -> int:
         """The point before an operation that may block until ``ready()``; returns an outcome."""
 
-    def adopt(self, thread: threading.Thread) -> Callable[[Callable[[], None]], None] | None:
-        """A scheduler-aware thread is starting: a runner to wrap its ``run`` in, or None."""
+    def adopt(self, thread: threading.Thread) -> Adoption | None:
+        """A scheduler-aware thread is being started: how to run it, or None to leave it alone."""
+
+
+class Adoption(Protocol):
+    """A thread taken over by a controller when it was started."""
+
+    def run(self, target: Callable[[], None]) -> None:
+        """Run the thread's own ``run`` (``target``), on the new thread, the controller's way."""
+
+    def cancel(self) -> None:
+        """The thread could not be started after all."""
+
+    def finished(self) -> bool:
+        """Whether the thread is done, as far as the controller's schedule is concerned."""
 
 
 _active: Controller | None = None

@@ -1,0 +1,95 @@
+"""Invariant 7: topology discovery runs once per process, however it is reached.
+
+Upstream #8812: kernel lowering ran inside nested skip-discovery guards; the inner exit popped the
+flag, so the outer lowering started a backend that discovered the slices a second time. Discovery
+is reached from many places (mesh construction, every helper that asks for devices, the kernel
+path) and from several threads (data loaders, an executor), so the check drives it through any
+number of calls, any number of threads and any nesting of the guard, and counts.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from hypothesis import strategies as st
+
+from harness.properties.base import Invariant
+from harness.properties.strategies import device_count
+from harness.runtime import config, faults, kernels, topology
+
+
+@kernels.requires_kernel_backend
+def _convert(depth: int) -> None:
+    """A guarded helper (upstream: shape and dtype conversions), nesting ``depth`` more."""
+    if depth > 0:
+        _convert(depth - 1)
+
+
+@kernels.requires_kernel_backend
+def _lower(nesting: int) -> None:
+    """A guarded kernel lowering: its helpers (``nesting`` guards deep) run and return first,
+    then the kernel backend starts, as upstream's tracing did."""
+    if nesting > 0:
+        _convert(nesting - 1)
+    topology.start_secondary_backend()
+
+
+def check_discovery(slices: int, threads: int, calls: int, nesting: int) -> None:
+    """``calls`` discoveries and one guarded lowering ``nesting`` levels deep, in each of
+    ``threads`` threads at once, discover exactly once."""
+    config.configure(num_slices=slices)
+    topology.reset()
+    errors: list[BaseException] = []
+    start = threading.Barrier(threads)
+
+    def work() -> None:
+        try:
+            start.wait(timeout=30)
+            for _ in range(calls):
+                topology.discover()
+            _lower(nesting)
+            topology.discover()
+        except BaseException as exc:  # noqa: BLE001 - reported below, with the others
+            errors.append(exc)
+
+    workers = [threading.Thread(target=work, name=f"discover-{i}") for i in range(threads)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join(timeout=60)
+    if errors:
+        raise errors[0]
+    count = topology.discovery_count()
+    assert count == 1, (
+        f"discovery ran {count} times ({slices} slice(s), {threads} thread(s), {calls} call(s) each, "
+        f"guard nesting {nesting})"
+    )
+
+
+@st.composite
+def _discovery_examples(draw: st.DrawFn) -> dict[str, Any]:
+    n = device_count()
+    slices = draw(st.sampled_from([s for s in (1, 2) if n % s == 0]))
+    return {
+        "slices": slices,
+        "threads": draw(st.integers(1, 4)),
+        "calls": draw(st.integers(0, 3)),
+        "nesting": draw(st.integers(0, 3)),
+    }
+
+
+def _work(example: dict[str, Any]) -> int:
+    return example["threads"] - 1 + example["calls"] + example["nesting"] + example["slices"] - 1
+
+
+DISCOVERY_IDEMPOTENCE = Invariant(
+    id="discovery-idempotence",
+    title="discover() from any threads, through any nesting of the kernel guard, runs once",
+    check=check_discovery,
+    examples=_discovery_examples,
+    catches=(faults.DOUBLE_DISCOVERY,),
+    size=_work,
+    max_size=2,
+    max_examples=60,
+)

@@ -1,0 +1,121 @@
+"""Invariant 5: a parameter keeps the sharding it was given through everything training does to it.
+
+Upstream #8607: with functionalization off, ``module.to(device)`` re-materialized every parameter
+replicated, and FSDPv2 calls ``.to`` itself, so the model trained replicated (or failed to compile).
+A layout can be lost at many more places than that one: an in-place update, an optimizer step, a
+wrapper, a step boundary. The check drives a parameter through a random sequence of them, in both
+functionalization modes, and after each one compares the layout the runtime reports *and* the one
+its device buffer really has with the spec given at the start.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from hypothesis import strategies as st
+
+from harness.properties import strategies as pst
+from harness.properties.base import Invariant
+from harness.properties.layout import expected_read_back, spelled
+from harness.runtime import config, faults, fsdp, nn, optim, sharding, step
+from harness.runtime.mesh import Mesh, normalize_spec
+
+#: what training does to a parameter, each a place where a layout can be dropped
+OPS: tuple[str, ...] = ("to", "inplace", "sgd", "adam", "fsdp", "mark_step")
+
+
+class _Model(nn.Module):
+    def __init__(self, shape: tuple[int, ...]) -> None:
+        super().__init__()
+        self.w = nn.Parameter(np.arange(1, 1 + int(np.prod(shape)), dtype=np.float32).reshape(shape) / 7)
+
+
+def _layout_of(p: Any) -> Any:
+    """The sharding of the parameter's device buffer (after a sync), or None while pending."""
+    storage = p._storage
+    return None if storage.pending else storage.node.data.array().sharding
+
+
+def same_layout(a: Any, b: Any, ndim: int) -> bool:
+    """Whether two shardings put the same slices on the same devices (a replicated layout is the
+    same whatever order its devices are listed in)."""
+    if a.is_fully_replicated or b.is_fully_replicated:
+        return bool(a.is_fully_replicated and b.is_fully_replicated and a.device_set == b.device_set)
+    return bool(a.is_equivalent_to(b, ndim))
+
+
+def check_preservation(mesh: Mesh, spec: Any, shape: tuple[int, ...], functionalization: bool, ops: list[str]) -> None:
+    """After every op the parameter reports the spec it was marked with, and after every step its
+    device buffer is laid out that way."""
+    config.configure(functionalization=functionalization)
+    ndim = len(shape)
+    expected = normalize_spec(spec, ndim, mesh)
+    model: nn.Module = _Model(shape)
+    p = model.w
+    sharding.mark_sharding(p, mesh, expected)
+    optimizers: dict[str, Any] = {}
+    done: list[str] = []
+    for op in ops:
+        if op == "to":
+            model.to("xla")
+        elif op == "inplace":
+            p.detach().mul_(2.0)
+            p.detach().add_(1.0)
+        elif op in ("sgd", "adam"):
+            if op not in optimizers:
+                optimizers[op] = optim.SGD([p], lr=0.01) if op == "sgd" else optim.Adam([p], lr=0.01)
+            loss = (p * p).sum()
+            loss.backward()
+            optimizers[op].step()
+            optimizers[op].zero_grad()
+        elif op == "fsdp":
+            if fsdp.FSDP_AXIS not in mesh.axis_names or isinstance(model, fsdp.FSDPv2):
+                continue
+            if all(e is None for e in expected):  # FSDPv2 shards what is not sharded yet
+                expected = fsdp.prepare_partition_spec(p, mesh)
+            model = fsdp.FSDPv2(model, mesh)
+        elif op == "mark_step":
+            step.mark_step(wait=True)
+        done.append(op)
+        reported = spelled(sharding.sharding_spec(p))
+        assert reported == expected_read_back(expected), (
+            f"after {done} (functionalization {'on' if functionalization else 'off'}) the parameter "
+            f"reports layout {reported!r}, it was sharded {expected!r}"
+        )
+        actual = _layout_of(p)
+        if actual is not None:
+            want = mesh.get_op_sharding(expected)
+            assert same_layout(actual, want, ndim), (
+                f"after {done} (functionalization {'on' if functionalization else 'off'}) the parameter's "
+                f"buffer is laid out {actual}, it was sharded {expected!r}"
+            )
+
+
+@st.composite
+def _preservation_examples(draw: st.DrawFn) -> dict[str, Any]:
+    mesh, spec, shape = draw(pst.mesh_spec_shape(3))
+    return {
+        "mesh": mesh,
+        "spec": spec,
+        "shape": shape,
+        "functionalization": draw(st.booleans()),
+        "ops": draw(st.lists(st.sampled_from(OPS), min_size=1, max_size=5)),
+    }
+
+
+def _ops_and_dims(example: dict[str, Any]) -> int:
+    return len(example["ops"]) + len(example["shape"]) + len(example["mesh"].axis_names) - 1
+
+
+SHARDING_PRESERVATION = Invariant(
+    id="sharding-preservation",
+    title="a parameter's sharding survives .to(), in-place ops, SGD/Adam, FSDPv2 and mark_step",
+    check=check_preservation,
+    examples=_preservation_examples,
+    catches=(faults.LOST_SHARDING,),
+    size=_ops_and_dims,
+    max_size=3,
+    max_examples=40,
+    min_devices=2,
+)
