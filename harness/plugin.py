@@ -245,6 +245,51 @@ def mesh(runtime: Any, devices: list[Any]) -> Any:
 
 
 # -- per-test hooks that apply in every run -------------------------------------------------------
+_BLOB_RE = re.compile(r"@reproduce_failure\((.*?)\)")
+
+
+def falsified_properties(exc: BaseException) -> list[tuple[str, str]]:
+    """What a JUnit record needs to replay a property hypothesis falsified: the shrunk example
+    (hypothesis' own report of it, one per distinct failure), its ``@reproduce_failure`` blob, and
+    how the example was chosen (the ``xharness`` profile is derandomized: the same test id finds
+    the same example on any machine)."""
+    leaves = [exc]
+    while any(isinstance(e, BaseExceptionGroup) for e in leaves):
+        leaves = [x for e in leaves for x in (e.exceptions if isinstance(e, BaseExceptionGroup) else (e,))]
+    examples, blobs = [], []
+    for leaf in [exc, *leaves]:
+        notes = "\n".join(str(n) for n in getattr(leaf, "__notes__", ()))
+        if "Falsifying" not in notes and "Failing test case" not in notes and "state = " not in notes:
+            continue
+        shown = "\n".join(
+            line for line in notes.splitlines()
+            if not line.startswith(("You can reproduce", "@reproduce", "Explanation:", "    These lines", "        /"))
+        ).strip()
+        if shown and shown not in examples:
+            examples.append(shown)
+        blobs += [b for b in _BLOB_RE.findall(notes) if b not in blobs]
+    if not examples:
+        return []
+    from hypothesis import settings
+
+    chosen = settings.default
+    seed = "derandomized" if chosen.derandomize else "random (see the blob)"
+    return [
+        ("hypothesis-example", "\n\n".join(examples)),
+        ("hypothesis-blob", "; ".join(blobs)),
+        ("hypothesis-seed", seed),
+    ]
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    report = yield
+    if call.excinfo is not None and call.when == "call" and "hypothesis" in sys.modules:
+        for name, value in falsified_properties(call.excinfo.value):
+            report.user_properties.append((name, value))
+    return report
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item: pytest.Item) -> None:
     reason = _unmet_requirement(item)

@@ -1,0 +1,64 @@
+"""Property-based invariants of distributed XLA runtimes, for the harness' suites and users' own.
+
+Strategies (``meshes``, ``partition_specs``, ``sharded_shapes``, ``dtypes``, ``host_arrays``,
+``mesh_spec_shape``, ``programs``) are composable hypothesis building blocks. Each invariant is a
+plain ``check_*`` function usable without hypothesis, plus an ``Invariant`` record (``INVARIANTS``)
+that offers a ready hypothesis test and a ``search`` for shrunk counterexamples, and names the
+fault switches it must catch. ``SyncAliasMachine`` is the sync and aliasing state machine.
+
+Importing this package does not start JAX; building a strategy over meshes does.
+"""
+
+from __future__ import annotations
+
+from harness.properties.base import Falsified, Invariant
+from harness.properties.discovery import DISCOVERY_IDEMPOTENCE, check_discovery
+from harness.properties.layout import COVERAGE, ROUND_TRIP, check_coverage, check_round_trip
+from harness.properties.machine import SYNC_ALIASING, SyncAliasMachine, programs, run_program
+from harness.properties.preservation import SHARDING_PRESERVATION, check_preservation
+from harness.properties.registry import INVARIANTS, UnknownInvariant, declared_pairs, get
+from harness.properties.specs import (
+    OP_SHARDING_CACHE,
+    SPEC_NORMALIZATION,
+    check_op_sharding,
+    check_spec_normalization,
+)
+from harness.properties.strategies import (
+    dtypes,
+    host_arrays,
+    mesh_spec_shape,
+    meshes,
+    partition_specs,
+    sharded_shapes,
+)
+
+__all__ = [
+    "COVERAGE",
+    "DISCOVERY_IDEMPOTENCE",
+    "INVARIANTS",
+    "OP_SHARDING_CACHE",
+    "ROUND_TRIP",
+    "SHARDING_PRESERVATION",
+    "SPEC_NORMALIZATION",
+    "SYNC_ALIASING",
+    "Falsified",
+    "Invariant",
+    "SyncAliasMachine",
+    "UnknownInvariant",
+    "check_coverage",
+    "check_discovery",
+    "check_op_sharding",
+    "check_preservation",
+    "check_round_trip",
+    "check_spec_normalization",
+    "declared_pairs",
+    "dtypes",
+    "get",
+    "host_arrays",
+    "mesh_spec_shape",
+    "meshes",
+    "partition_specs",
+    "programs",
+    "run_program",
+    "sharded_shapes",
+]

@@ -55,6 +55,7 @@ table.heatmap td.hm a{color:inherit}
 pre{background:#f7f7f7;border:1px solid #e0e0e0;padding:8px;overflow-x:auto;white-space:pre-wrap;
 word-break:break-word;max-height:480px}
 pre.repro{background:#eef5ff;border-color:#bcd}
+pre.example{background:#fff8e6;border-color:#e0c98a}
 article.problem{border-left:4px solid #ccc;padding:4px 12px;margin:12px 0}
 .meta{color:#555} .note{background:#fff8e1;border:1px solid #f9a825;padding:8px}
 .totals span{margin-right:14px}
@@ -202,6 +203,13 @@ def _problem(record: TestRecord, anchor: str) -> str:
         earlier = [a for a in record.attempts[:-1] if a.outcome in (FAILED, ERROR)]
         items = "".join(f"<li>{escape(message_of(a))}</li>" for a in earlier)
         parts.append(f"<p>Failed {len(earlier)} time(s) before passing:</p><ul>{items}</ul>")
+    if example := record.properties.get("hypothesis-example"):
+        blob = record.properties.get("hypothesis-blob", "")
+        parts.append(
+            '<p>Shrunk counterexample (hypothesis):</p><pre class="example">'
+            f"{escape(excerpt(example))}</pre>"
+            + (f"<p>Blob: <code>@reproduce_failure({escape(blob)})</code></p>" if blob else "")
+        )
     parts.append(f'<p>Reproduce:</p><pre class="repro">{escape(repro_of(record))}</pre>')
     parts.append(_properties_table(record))
     parts.append("</article>")

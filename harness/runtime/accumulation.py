@@ -13,8 +13,18 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from harness.runtime import faults, step
+from harness.runtime.executor import DeviceData
 from harness.runtime.nn import Module
 from harness.runtime.tensor import Tensor
+
+
+def collect_loop_inputs(tensors: Sequence[Tensor]) -> list[DeviceData]:
+    """Sync the loop's inputs asynchronously, then collect their device data deduplicated by
+    handle: the helper's first step, where upstream read a placeholder's handle."""
+    step.sync(tensors, wait=False, donate=False)
+    if not faults.active(faults.RACE_ON_HANDLES):
+        step.wait_device_ops()
+    return step.device_data(tensors)
 
 
 def gradient_accumulation(
@@ -27,11 +37,7 @@ def gradient_accumulation(
     steps = iterable_tensors[0].shape[0]
     if any(t.shape[0] != steps for t in iterable_tensors):
         raise ValueError(f"iterable tensors disagree on the number of micro-batches: {[t.shape[0] for t in iterable_tensors]}")
-    loop_inputs = [*iterable_tensors, *model.parameters()]
-    step.sync(loop_inputs, wait=False, donate=False)
-    if not faults.active(faults.RACE_ON_HANDLES):
-        step.wait_device_ops()
-    step.device_data(loop_inputs)  # the loop's inputs, deduplicated by handle
+    collect_loop_inputs([*iterable_tensors, *model.parameters()])
     total: Tensor | None = None
     for i in range(steps):
         loss = train_step(*(t[i] for t in iterable_tensors))

@@ -1,0 +1,427 @@
+"""Invariant 6: sync and aliasing, as a state machine checked against a numpy model.
+
+Upstream's aliasing bugs (#8482: a save read a stale functional alias; #8422: a save-side sync
+donated buffers a pending graph still read) need a *sequence* of operations: an alias, a write
+through it, a step, a save. The machine draws such sequences: tensors, aliases of them (detach,
+reshape, flatten, transpose, row and strided slices, views of views), in-place ops through any
+alias, new values computed from them, ``mark_step``, ``sync(wait=False)``, ``wait_device_ops``,
+reads, save/load and the gradient-accumulation helper's handle collection, with functionalization
+and parameter aliasing on and off. The numpy model (``model.AliasModel``) says what every tensor
+must hold after each one.
+
+Checked after every operation: every tensor that is device data (not pending) holds the model's
+value, and every device buffer a test grabbed earlier either still holds the value it had or, once
+donated, raises the runtime's ``DonatedBufferError``: never other data. Pending tensors are not
+read after every operation (a read syncs, which would hide exactly the bugs that need pending
+state); ``read`` operations and the end of every program read them all.
+
+The same operations serve two drivers: ``programs()`` (a straight-line program: the invariant's
+examples, shrunk to the fewest operations) and ``SyncAliasMachine`` (a hypothesis
+``RuleBasedStateMachine``, for suites that want stateful testing's own reporting). The seam for
+races: ``CollectHandles`` runs the accumulation helper's collection right after an asynchronous
+sync; under a controlled scheduler its interleaving with the executor becomes a choice, which is
+how the machine catches ``race-on-handles``.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from contextlib import ExitStack
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
+
+from harness.properties.base import Invariant
+from harness.properties.model import BASE_SHAPE, AliasModel, view_index, view_kinds, view_shape
+from harness.runtime import checkpoint, config, executor, faults, step
+from harness.runtime.accumulation import collect_loop_inputs
+from harness.runtime.errors import DonatedBufferError
+from harness.runtime.tensor import Tensor, tensor
+
+MAX_TENSORS = 12
+SCALARS = (1.0, 2.0, -1.0, 0.5)
+
+# ------------------------------------------------------------------------------ operations
+# A tensor reference counts back from the newest tensor (0 is the one just made), modulo how many
+# there are: every program is valid, shrinking (which deletes operations) keeps it valid, and the
+# simplest reference, 0, is the tensor the previous operation made, which is what a bug's short
+# sequence usually needs (``t2 = t1.detach(); t2.add_(t2); save(t1)`` is 0, 0, 1).
+
+
+@dataclass(frozen=True)
+class Create:
+    seed: int
+
+
+@dataclass(frozen=True)
+class Alias:
+    src: int
+    kind: int  # index into the view kinds that apply to the source's shape
+
+
+@dataclass(frozen=True)
+class InPlace:
+    dst: int
+    op: str  # add | sub | mul
+    scalar: float
+
+
+@dataclass(frozen=True)
+class InPlaceTensor:
+    dst: int
+    src: int  # used when its shape matches, else the destination itself (t.add_(t), as #8482)
+    op: str  # add | copy
+
+
+@dataclass(frozen=True)
+class Derive:
+    src: int  # a new value, src * 2 + 1, still pending
+
+
+@dataclass(frozen=True)
+class MarkStep:
+    pass
+
+
+@dataclass(frozen=True)
+class Sync:
+    targets: tuple[int, ...]
+    wait: bool
+
+
+@dataclass(frozen=True)
+class Wait:
+    pass
+
+
+@dataclass(frozen=True)
+class Read:
+    target: int
+
+
+@dataclass(frozen=True)
+class SaveLoad:
+    targets: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class Grab:
+    target: int  # read, then keep its device buffer to check it later
+
+
+@dataclass(frozen=True)
+class CollectHandles:
+    targets: tuple[int, ...]
+
+
+Op = Create | Alias | InPlace | InPlaceTensor | Derive | MarkStep | Sync | Wait | Read | SaveLoad | Grab | CollectHandles
+
+_ref = st.integers(0, MAX_TENSORS - 1)
+_refs = st.lists(_ref, min_size=1, max_size=3).map(tuple)
+
+
+def operations() -> st.SearchStrategy[Op]:
+    """One operation of the machine's vocabulary; aliasing, in-place writes, steps and saves (what
+    the known bugs are made of) come up more often than the rest."""
+    alias = st.builds(Alias, _ref, st.integers(0, 5))
+    inplace = st.builds(InPlace, _ref, st.sampled_from(("add", "sub", "mul")), st.sampled_from(SCALARS))
+    inplace_tensor = st.builds(InPlaceTensor, _ref, _ref, st.sampled_from(("add", "copy")))
+    mark_step = st.just(MarkStep())
+    save = st.builds(SaveLoad, _refs)
+    return st.one_of(
+        alias,
+        inplace_tensor,
+        mark_step,
+        save,
+        inplace,
+        st.builds(Derive, _ref),
+        st.builds(Create, st.integers(0, 4)),
+        st.builds(Sync, _refs, st.booleans()),
+        st.builds(Read, _ref),
+        st.just(Wait()),
+        st.builds(Grab, _ref),
+        st.builds(CollectHandles, _refs),
+        alias,
+        inplace_tensor,
+        mark_step,
+        save,
+    )
+
+
+def programs(max_ops: int = 12) -> st.SearchStrategy[dict[str, Any]]:
+    """A runtime configuration and a straight-line program of operations."""
+    return st.fixed_dictionaries(
+        {
+            "functionalization": st.booleans(),
+            "param_aliasing": st.booleans(),
+            "program": st.lists(operations(), min_size=1, max_size=max_ops),
+        }
+    )
+
+
+# ------------------------------------------------------------------------------ interpreter
+
+
+def _initial(seed: int) -> np.ndarray:
+    return ((np.arange(np.prod(BASE_SHAPE)) * (seed + 1)) % 7 - 3).astype(np.float32).reshape(BASE_SHAPE)
+
+
+class Interpreter:
+    """Runs operations on the runtime and on the model in lockstep and compares them."""
+
+    def __init__(self) -> None:
+        self.model = AliasModel()
+        self.tensors: list[Tensor] = []
+        self.grabbed: list[tuple[Any, np.ndarray]] = []
+        self.done: list[Op] = []
+        self._dir = tempfile.TemporaryDirectory(prefix="xharness-machine-")
+        self._saves = 0
+        self._add(tensor(_initial(0)), self.model.create(_initial(0)))
+
+    def close(self) -> None:
+        self._dir.cleanup()
+
+    def _add(self, t: Tensor, index: int) -> None:
+        assert index == len(self.tensors)
+        self.tensors.append(t)
+
+    def _t(self, ref: int) -> int:
+        return len(self.tensors) - 1 - ref % len(self.tensors)
+
+    def _room(self) -> bool:
+        return len(self.tensors) < MAX_TENSORS
+
+    def _where(self) -> str:
+        return f"after {self.done} (functionalization {config.options.functionalization}, param_aliasing {config.options.param_aliasing})"
+
+    def _expect(self, i: int, got: np.ndarray, what: str) -> None:
+        want = self.model.read(i)
+        assert got.shape == want.shape and np.array_equal(got, want), (
+            f"{what} tensor {i} {self._where()}: runtime {got.tolist()}, model {want.tolist()}"
+        )
+
+    def apply(self, op: Op) -> None:
+        self.done.append(op)
+        m, ts = self.model, self.tensors
+        if isinstance(op, Create):
+            if self._room():
+                self._add(tensor(_initial(op.seed)), m.create(_initial(op.seed)))
+        elif isinstance(op, Alias):
+            if self._room():
+                i = self._t(op.src)
+                kinds = view_kinds(m.shape(i))
+                kind = kinds[op.kind % len(kinds)]
+                self._add(_runtime_view(ts[i], kind), m.alias(i, kind))
+        elif isinstance(op, InPlace):
+            i = self._t(op.dst)
+            getattr(ts[i], f"{op.op}_")(op.scalar)
+            value = m.read(i)
+            m.write(i, {"add": value + np.float32(op.scalar), "sub": value - np.float32(op.scalar), "mul": value * np.float32(op.scalar)}[op.op])
+        elif isinstance(op, InPlaceTensor):
+            i, j = self._t(op.dst), self._t(op.src)
+            if m.shape(j) != m.shape(i):
+                j = i
+            source = m.read(j)
+            if op.op == "add":
+                ts[i].add_(ts[j])
+                m.write(i, m.read(i) + source)
+            else:
+                ts[i].copy_(ts[j])
+                m.write(i, source)
+        elif isinstance(op, Derive):
+            if self._room():
+                i = self._t(op.src)
+                self._add(ts[i] * 2.0 + 1.0, m.create(m.read(i) * np.float32(2) + np.float32(1)))
+        elif isinstance(op, MarkStep):
+            step.mark_step()
+        elif isinstance(op, Sync):
+            step.sync([ts[self._t(r)] for r in op.targets], wait=op.wait)
+        elif isinstance(op, Wait):
+            step.wait_device_ops()
+        elif isinstance(op, Read):
+            i = self._t(op.target)
+            self._expect(i, ts[i].numpy(), "reading")
+        elif isinstance(op, SaveLoad):
+            self._save_load(sorted({self._t(r) for r in op.targets}))
+        elif isinstance(op, Grab):
+            i = self._t(op.target)
+            ts[i].numpy()
+            (data,) = step.device_data([ts[i]])
+            self.grabbed.append((data, executor.to_host(data).copy()))
+        elif isinstance(op, CollectHandles):
+            chosen = [ts[self._t(r)] for r in op.targets]
+            for data in collect_loop_inputs(chosen):
+                assert not data.is_placeholder, f"collected an unfilled placeholder {self._where()}"
+        else:  # pragma: no cover - the vocabulary is closed
+            raise TypeError(op)
+
+    def _save_load(self, chosen: list[int]) -> None:
+        self._saves += 1
+        path = Path(self._dir.name) / f"{self._saves}.xh"
+        checkpoint.save({str(i): self.tensors[i] for i in chosen}, path)
+        loaded = checkpoint.load(path)
+        for i in chosen:
+            self._expect(i, loaded[str(i)].numpy(), "the checkpoint of")
+            if self._room():
+                self._add(loaded[str(i)], self.model.create(self.model.read(i)))
+
+    def check_materialized(self) -> None:
+        """Every tensor that is device data holds the model's value; every grabbed buffer holds
+        what it held, or raises ``DonatedBufferError``."""
+        for i, t in enumerate(self.tensors):
+            if not t._storage.pending:
+                self._expect(i, t.numpy(), "device data of")
+        for k, (data, value) in enumerate(self.grabbed):
+            if data.is_placeholder:
+                continue
+            try:
+                now = executor.to_host(data)
+            except DonatedBufferError:
+                continue
+            assert np.array_equal(now, value), (
+                f"grabbed buffer {k} {self._where()} now reads {now.tolist()}, it held {value.tolist()}"
+            )
+
+    def check_all(self) -> None:
+        """Read every tensor (syncing what is pending) and compare with the model."""
+        for i, t in enumerate(self.tensors):
+            self._expect(i, t.numpy(), "reading")
+        step.wait_device_ops()
+
+
+def _runtime_view(t: Tensor, kind: str) -> Tensor:
+    if kind == "detach":
+        return t.detach()
+    if kind in ("reshape", "flatten"):
+        return t.view(view_shape(kind, t.shape))
+    if kind == "transpose":
+        return t.T
+    return t[view_index(kind, t.shape)]
+
+
+def run_program(functionalization: bool, param_aliasing: bool, program: list[Op]) -> None:
+    """Run one program against the model, checking after every operation and at the end."""
+    config.configure(functionalization=functionalization, param_aliasing=param_aliasing)
+    interp = Interpreter()
+    try:
+        for op in program:
+            interp.apply(op)
+            interp.check_materialized()
+        interp.check_all()
+    finally:
+        interp.close()
+
+
+SYNC_ALIASING = Invariant(
+    id="sync-aliasing",
+    title="aliases, in-place ops, steps, syncs, saves and reads agree with a numpy model",
+    check=run_program,
+    examples=programs,
+    catches=(faults.ALIASED_SAVE,),
+    size=lambda example: len(example["program"]),
+    max_size=5,
+    max_examples=100,
+)
+
+
+# ------------------------------------------------------------------------------ the machine
+
+
+class SyncAliasMachine(RuleBasedStateMachine):
+    """The same operations as rules of a hypothesis state machine (``TestCase`` for pytest)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.interp: Interpreter | None = None
+        self._stack = ExitStack()
+
+    @initialize(functionalization=st.booleans(), param_aliasing=st.booleans())
+    def configure(self, functionalization: bool, param_aliasing: bool) -> None:
+        from harness.runtime.testing import isolated
+
+        self._stack.enter_context(isolated())
+        config.configure(functionalization=functionalization, param_aliasing=param_aliasing)
+        self.interp = Interpreter()
+        self._stack.callback(self.interp.close)
+
+    def _do(self, op: Op) -> None:
+        assert self.interp is not None
+        self.interp.apply(op)
+
+    ready = precondition(lambda self: self.interp is not None)
+
+    @ready
+    @rule(seed=st.integers(0, 4))
+    def create(self, seed: int) -> None:
+        self._do(Create(seed))
+
+    @ready
+    @rule(src=_ref, kind=st.integers(0, 5))
+    def alias(self, src: int, kind: int) -> None:
+        self._do(Alias(src, kind))
+
+    @ready
+    @rule(dst=_ref, op=st.sampled_from(("add", "sub", "mul")), scalar=st.sampled_from(SCALARS))
+    def inplace(self, dst: int, op: str, scalar: float) -> None:
+        self._do(InPlace(dst, op, scalar))
+
+    @ready
+    @rule(dst=_ref, src=_ref, op=st.sampled_from(("add", "copy")))
+    def inplace_tensor(self, dst: int, src: int, op: str) -> None:
+        self._do(InPlaceTensor(dst, src, op))
+
+    @ready
+    @rule(src=_ref)
+    def derive(self, src: int) -> None:
+        self._do(Derive(src))
+
+    @ready
+    @rule()
+    def mark_step(self) -> None:
+        self._do(MarkStep())
+
+    @ready
+    @rule(refs=_refs, wait=st.booleans())
+    def sync(self, refs: tuple[int, ...], wait: bool) -> None:
+        self._do(Sync(refs, wait))
+
+    @ready
+    @rule()
+    def wait_device_ops(self) -> None:
+        self._do(Wait())
+
+    @ready
+    @rule(ref=_ref)
+    def read(self, ref: int) -> None:
+        self._do(Read(ref))
+
+    @ready
+    @rule(refs=_refs)
+    def save_load(self, refs: tuple[int, ...]) -> None:
+        self._do(SaveLoad(refs))
+
+    @ready
+    @rule(ref=_ref)
+    def grab(self, ref: int) -> None:
+        self._do(Grab(ref))
+
+    @ready
+    @rule(refs=_refs)
+    def collect_handles(self, refs: tuple[int, ...]) -> None:
+        self._do(CollectHandles(refs))
+
+    @invariant()
+    def device_data_agrees(self) -> None:
+        if self.interp is not None:
+            self.interp.check_materialized()
+
+    def teardown(self) -> None:
+        try:
+            if self.interp is not None:
+                self.interp.check_all()
+        finally:
+            self._stack.close()

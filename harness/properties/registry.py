@@ -1,0 +1,36 @@
+"""Every invariant the harness ships, in the order the README numbers them."""
+
+from __future__ import annotations
+
+from harness.properties.base import Invariant
+from harness.properties.discovery import DISCOVERY_IDEMPOTENCE
+from harness.properties.layout import COVERAGE, ROUND_TRIP
+from harness.properties.machine import SYNC_ALIASING
+from harness.properties.preservation import SHARDING_PRESERVATION
+from harness.properties.specs import OP_SHARDING_CACHE, SPEC_NORMALIZATION
+
+INVARIANTS: tuple[Invariant, ...] = (
+    SPEC_NORMALIZATION,
+    OP_SHARDING_CACHE,
+    COVERAGE,
+    ROUND_TRIP,
+    SHARDING_PRESERVATION,
+    SYNC_ALIASING,
+    DISCOVERY_IDEMPOTENCE,
+)
+
+
+class UnknownInvariant(KeyError):
+    """An invariant id that is not in the registry."""
+
+
+def get(invariant_id: str) -> Invariant:
+    for invariant in INVARIANTS:
+        if invariant.id == invariant_id:
+            return invariant
+    raise UnknownInvariant(f"unknown invariant {invariant_id!r}; known: {', '.join(i.id for i in INVARIANTS)}")
+
+
+def declared_pairs() -> list[tuple[Invariant, str]]:
+    """Every (invariant, fault switch) pair an invariant promises to catch."""
+    return [(invariant, fault) for invariant in INVARIANTS for fault in invariant.catches]

@@ -1,0 +1,28 @@
+"""Every invariant of ``harness.properties`` against the reference runtime, all switches off.
+
+These are the invariants' own ready hypothesis tests, run under the plugin's profile (the
+derandomized ``xharness`` profile in CI; ``--hypothesis-profile xharness-explore`` searches wider).
+They run in every CPU cell; the pure ones also per rank in the multi-process cells.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from harness.properties import (
+    COVERAGE,
+    DISCOVERY_IDEMPOTENCE,
+    OP_SHARDING_CACHE,
+    ROUND_TRIP,
+    SHARDING_PRESERVATION,
+    SPEC_NORMALIZATION,
+    SYNC_ALIASING,
+)
+
+test_spec_normalization = pytest.mark.multiprocess(SPEC_NORMALIZATION.hypothesis_test())
+test_op_sharding_cache = pytest.mark.multiprocess(OP_SHARDING_CACHE.hypothesis_test())
+test_coverage = pytest.mark.multiprocess(COVERAGE.hypothesis_test())
+test_round_trip = ROUND_TRIP.hypothesis_test()
+test_sharding_preservation = SHARDING_PRESERVATION.hypothesis_test()
+test_sync_aliasing = SYNC_ALIASING.hypothesis_test()
+test_discovery_idempotence = pytest.mark.multiprocess(DISCOVERY_IDEMPOTENCE.hypothesis_test())
