@@ -1,0 +1,85 @@
+"""The sync and aliasing state machine: as hypothesis stateful testing, and on the upstream
+sequences it exists to catch."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import settings
+
+from harness.properties.machine import (
+    Alias,
+    CollectHandles,
+    Create,
+    Derive,
+    Grab,
+    InPlace,
+    InPlaceTensor,
+    Interpreter,
+    MarkStep,
+    Read,
+    SaveLoad,
+    Sync,
+    SyncAliasMachine,
+    Wait,
+    run_program,
+)
+from harness.properties.model import AliasModel
+from harness.runtime import faults
+from harness.runtime.errors import DonatedBufferError, RuntimeFault
+
+TestSyncAliasMachine = SyncAliasMachine.TestCase
+TestSyncAliasMachine.settings = settings(max_examples=15, stateful_step_count=12, deadline=None)
+
+#: upstream #8482: ``t2 = t1.detach(); mark_step; t2.add_(t2); mark_step``, then read ``t1``
+DETACH_ADD_READ = [Alias(0, 0), MarkStep(), InPlaceTensor(0, 0, "add"), SaveLoad((1,))]
+#: upstream #8422: ``t2 = t0 + t1; t1.add_(1); save(t1); mark_step; t2 == 3``
+SUM_ADD_SAVE_STEP = [Create(1), Derive(0), InPlace(1, "add", 1.0), SaveLoad((1,)), MarkStep(), Read(1)]
+
+
+@pytest.mark.parametrize("program", [DETACH_ADD_READ, SUM_ADD_SAVE_STEP], ids=["8482", "8422"])
+@pytest.mark.parametrize("param_aliasing", [True, False])
+@pytest.mark.parametrize("functionalization", [True, False])
+def test_upstream_sequences_hold_when_fixed_and_fail_when_injected(program, functionalization, param_aliasing) -> None:
+    run_program(functionalization, param_aliasing, program)
+    with faults.inject(faults.ALIASED_SAVE), pytest.raises((AssertionError, RuntimeFault)):
+        run_program(functionalization, param_aliasing, program)
+
+
+def test_every_operation_kind_runs_and_agrees() -> None:
+    program = [
+        Alias(0, 3), Alias(0, 4), Alias(1, 5), InPlace(0, "mul", 2.0), InPlace(2, "sub", 1.0),
+        InPlaceTensor(0, 0, "copy"), Derive(3), Sync((0, 1), False), CollectHandles((0, 2)), Wait(),
+        Grab(1), MarkStep(), Read(2), SaveLoad((0, 3)), Create(3), Alias(0, 2), InPlace(0, "add", 0.5),
+        MarkStep(), Read(0),
+    ]
+    run_program(True, True, program)
+    run_program(False, False, program)
+
+
+def test_a_grabbed_buffer_reads_its_value_or_raises_donated_never_other_data() -> None:
+    interp = Interpreter()
+    try:
+        for op in (Grab(0), InPlace(0, "add", 1.0), MarkStep(), Wait()):
+            interp.apply(op)
+        (data, before), = interp.grabbed
+        with pytest.raises(DonatedBufferError, match="is deleted"):
+            data.array()  # param aliasing is on by default: the step donated the replaced buffer
+        interp.check_materialized()  # and the check accepts exactly that
+        assert np.array_equal(before, np.asarray(interp.model.read(0)) - 1)
+    finally:
+        interp.close()
+
+
+def test_the_model_aliases_like_numpy_views() -> None:
+    m = AliasModel()
+    base = m.create(np.arange(24, dtype=np.float32).reshape(4, 6))
+    t = m.alias(base, "transpose")
+    r = m.alias(t, "reshape")
+    s = m.alias(r, "strided")
+    m.write(s, m.read(s) * 0 - 1)
+    expected = np.arange(24, dtype=np.float32).reshape(4, 6)
+    view = expected.T.reshape(4, 6)  # a copy in numpy; the positions say where it lives
+    positions = np.arange(24).reshape(4, 6).T.reshape(4, 6)[:, ::2]
+    expected.reshape(-1)[positions] = -1
+    assert np.array_equal(m.read(base), expected) and view.shape == (4, 6)
