@@ -15,7 +15,7 @@ from typing import Any
 from hypothesis import strategies as st
 
 from harness.properties.base import Invariant
-from harness.properties.strategies import device_count
+from harness.properties.strategies import choice, device_count, ints
 from harness.runtime import config, faults, kernels, topology
 
 
@@ -70,12 +70,12 @@ def check_discovery(slices: int, threads: int, calls: int, nesting: int) -> None
 @st.composite
 def _discovery_examples(draw: st.DrawFn) -> dict[str, Any]:
     n = device_count()
-    slices = draw(st.sampled_from([s for s in (1, 2) if n % s == 0]))
+    slices = draw(choice(tuple(s for s in (1, 2) if n % s == 0)))
     return {
         "slices": slices,
-        "threads": draw(st.integers(1, 4)),
-        "calls": draw(st.integers(0, 3)),
-        "nesting": draw(st.integers(0, 3)),
+        "threads": draw(ints(1, 4)),
+        "calls": draw(ints(0, 3)),
+        "nesting": draw(ints(0, 3)),
     }
 
 

@@ -141,11 +141,11 @@ def check_round_trip(mesh: Mesh, spec: Any, respec: Any, values: np.ndarray) -> 
 @st.composite
 def _round_trip_examples(draw: st.DrawFn) -> dict[str, Any]:
     mesh = draw(pst.meshes())
-    ndim = draw(st.integers(0, 3))
+    ndim = draw(pst.ints(0, 3))
     spec = draw(pst.partition_specs(mesh, ndim))
     respec = draw(pst.partition_specs(mesh, ndim))
     parts = [math.lcm(a, b) for a, b in zip(_parts(mesh, spec, ndim), _parts(mesh, respec, ndim), strict=True)]
-    shape = tuple(p * draw(st.integers(1, 2)) for p in parts)
+    shape = tuple(p * draw(pst.ints(1, 2)) for p in parts)
     dtype = draw(pst.dtypes())
     return {"mesh": mesh, "spec": spec, "respec": respec, "values": draw(pst.host_arrays(shape, dtype))}
 

@@ -92,6 +92,10 @@ def check_preservation(mesh: Mesh, spec: Any, shape: tuple[int, ...], functional
             )
 
 
+_OP_LISTS = st.lists(st.sampled_from(OPS), min_size=1, max_size=5)
+_BOOLS = st.booleans()
+
+
 @st.composite
 def _preservation_examples(draw: st.DrawFn) -> dict[str, Any]:
     mesh, spec, shape = draw(pst.mesh_spec_shape(3))
@@ -99,8 +103,8 @@ def _preservation_examples(draw: st.DrawFn) -> dict[str, Any]:
         "mesh": mesh,
         "spec": spec,
         "shape": shape,
-        "functionalization": draw(st.booleans()),
-        "ops": draw(st.lists(st.sampled_from(OPS), min_size=1, max_size=5)),
+        "functionalization": draw(_BOOLS),
+        "ops": draw(_OP_LISTS),
     }
 
 

@@ -9,6 +9,7 @@ Python over cached objects: no device transfer, so hypothesis can try thousands 
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import jax
@@ -49,12 +50,30 @@ def shaped(shape: tuple[int, ...]) -> Tensor:
 def jax_grid(mesh: Mesh) -> np.ndarray:
     """The mesh's device grid built from JAX's device list, not from the runtime's topology, so
     a differential check does not trust the code under test for the device order."""
+    return _grid(mesh.device_ids, mesh.mesh_shape)
+
+
+@functools.lru_cache(maxsize=4096)
+def _grid(ids: tuple[int, ...], shape: tuple[int, ...]) -> np.ndarray:
     devices = sorted(jax.devices(), key=lambda d: (d.process_index, d.id))
-    return np.array([devices[i] for i in mesh.device_ids], dtype=object).reshape(mesh.mesh_shape)
+    grid = np.array([devices[i] for i in ids], dtype=object).reshape(shape)
+    grid.flags.writeable = False
+    return grid
 
 
 def expected_sharding(mesh: Mesh, spec: tuple[Any, ...]) -> NamedSharding:
-    return NamedSharding(JaxMesh(jax_grid(mesh), mesh.axis_names), PartitionSpec(*spec))
+    """What JAX itself builds for ``spec`` over the mesh's devices (cached per layout)."""
+    return _expected(mesh.device_ids, mesh.mesh_shape, mesh.axis_names, spec)
+
+
+@functools.lru_cache(maxsize=8192)
+def _expected(ids: tuple[int, ...], shape: tuple[int, ...], names: tuple[str, ...], spec: tuple[Any, ...]) -> NamedSharding:
+    return NamedSharding(_jax_mesh(ids, shape, names), PartitionSpec(*spec))
+
+
+@functools.lru_cache(maxsize=4096)
+def _jax_mesh(ids: tuple[int, ...], shape: tuple[int, ...], names: tuple[str, ...]) -> JaxMesh:
+    return JaxMesh(_grid(ids, shape), names)
 
 
 def _check_prepared(mesh: Mesh, shape: tuple[int, ...]) -> tuple[Any, ...] | None:
@@ -77,8 +96,10 @@ def _check_prepared(mesh: Mesh, shape: tuple[int, ...]) -> tuple[Any, ...] | Non
 # ------------------------------------------------------------------------------ invariant 1
 
 
-#: spellings no spec may have, each with the reason it means nothing
+@functools.lru_cache(maxsize=4096)
 def malformed_specs(mesh: Mesh, ndim: int) -> st.SearchStrategy[Any]:
+    """Spellings no spec may have: a bare string, a number, an axis twice, a group inside a
+    group, an empty group, more entries than dimensions, an unknown axis."""
     axis = mesh.axis_names[0]
     choices: list[Any] = [
         axis,  # a bare string: "one dimension" or "each letter an axis"?
@@ -122,11 +143,11 @@ def check_spec_normalization(mesh: Mesh, spec: Any, ndim: int, malformed: Any = 
 @st.composite
 def _normalization_examples(draw: st.DrawFn) -> dict[str, Any]:
     mesh = draw(pst.meshes(require_axes=(fsdp.FSDP_AXIS,)))
-    ndim = draw(st.integers(0, 4))
+    ndim = draw(pst.ints(0, 4))
     spec = draw(pst.partition_specs(mesh, ndim))
     # a shorter spec is legal (trailing dimensions replicated, as in JAX)
-    if ndim and draw(st.booleans()):
-        spec = type(spec)(*spec) if isinstance(spec, PartitionSpec) else spec[: draw(st.integers(0, ndim))]
+    if cut := draw(pst.ints(0, ndim)):
+        spec = PartitionSpec(*spec[: ndim - cut]) if isinstance(spec, PartitionSpec) else spec[: ndim - cut]
     return {"mesh": mesh, "spec": spec, "ndim": ndim, "malformed": draw(malformed_specs(mesh, ndim))}
 
 
@@ -143,6 +164,7 @@ SPEC_NORMALIZATION = Invariant(
     size=_rank_and_axes,
     max_size=1,
     max_examples=200,
+    isolate=False,
 )
 
 
@@ -184,11 +206,11 @@ def check_op_sharding(mesh: Mesh, spec: Any, ndim: int, other: Mesh) -> None:
 @st.composite
 def _op_sharding_examples(draw: st.DrawFn) -> dict[str, Any]:
     mesh = draw(pst.meshes(require_axes=(fsdp.FSDP_AXIS,)))
-    ndim = draw(st.integers(0, 4))
+    ndim = draw(pst.ints(0, 4))
     spec = draw(pst.partition_specs(mesh, ndim))
-    how = draw(st.sampled_from(("device-order", "axis-names")))
+    how = draw(pst.choice(("device-order", "axis-names")))
     if how == "device-order":
-        other = Mesh(draw(st.permutations(mesh.device_ids)), mesh.mesh_shape, mesh.axis_names)
+        other = Mesh(draw(pst.perm(mesh.device_ids)), mesh.mesh_shape, mesh.axis_names)
     else:
         renamed = tuple(f"{a}_" for a in mesh.axis_names)
         other = Mesh(mesh.device_ids, mesh.mesh_shape, renamed)
@@ -204,4 +226,5 @@ OP_SHARDING_CACHE = Invariant(
     size=_rank_and_axes,
     max_size=1,
     max_examples=200,
+    isolate=False,
 )

@@ -20,6 +20,7 @@ What they favour, and why:
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Sequence
 from functools import lru_cache
@@ -63,6 +64,63 @@ def factorizations(n: int, max_axes: int = 3) -> tuple[tuple[int, ...], ...]:
     return tuple(sorted(set(out), key=lambda s: (len(s), s)))
 
 
+# Strategy objects are built once and reused: hypothesis validates every new strategy object on
+# first draw, which costs more than the draw itself, and these are drawn thousands of times.
+@lru_cache(maxsize=1024)
+def ints(lo: int, hi: int) -> st.SearchStrategy[int]:
+    return st.integers(lo, hi)
+
+
+@lru_cache(maxsize=1024)
+def choice(options: tuple[Any, ...]) -> st.SearchStrategy[Any]:
+    return st.sampled_from(options)
+
+
+@lru_cache(maxsize=1024)
+def perm(items: tuple[Any, ...]) -> st.SearchStrategy[list[Any]]:
+    return st.permutations(items)
+
+
+@lru_cache(maxsize=4096)
+def _mesh(ids: tuple[int, ...], shape: tuple[int, ...], names: tuple[str, ...]) -> Any:
+    """One ``Mesh`` object per layout, so its JAX mesh and cached shardings are built once."""
+    from harness.runtime.mesh import Mesh
+
+    return Mesh(ids, shape, names)
+
+
+def unrank_permutation(rank: int, n: int) -> tuple[int, ...]:
+    """The ``rank``-th permutation of ``range(n)`` in lexicographic order (0 is the identity), so
+    one integer draw picks a device order and shrinking it goes towards the identity."""
+    items = list(range(n))
+    out = []
+    for i in range(n, 0, -1):
+        index, rank = divmod(rank, math.factorial(i - 1))
+        out.append(items.pop(index))
+    return tuple(out)
+
+
+@lru_cache(maxsize=64)
+def _layouts(
+    n: int, shapes: tuple[tuple[int, ...], ...], names: tuple[str, ...], required: tuple[str, ...]
+) -> tuple[tuple[tuple[int, ...], tuple[str, ...]], ...]:
+    """Every (mesh shape, axis names in order) a mesh strategy can draw, simplest first."""
+    free = [a for a in names if a not in required]
+    out = []
+    for shape in shapes:
+        for extra in itertools.permutations(free, len(shape) - len(required)):
+            for order in itertools.permutations((*required, *extra)):
+                out.append((shape, order))
+    return tuple(dict.fromkeys(out))
+
+
+@st.composite
+def _draw_mesh(data: st.DrawFn, n: int, layouts: tuple[tuple[tuple[int, ...], tuple[str, ...]], ...]) -> Any:
+    shape, names = layouts[data(ints(0, len(layouts) - 1))]
+    ids = unrank_permutation(data(ints(0, math.factorial(n) - 1)), n)
+    return _mesh(ids, shape, names)
+
+
 def meshes(
     max_devices: int | None = None,
     *,
@@ -76,8 +134,13 @@ def meshes(
     device count cannot be honoured and is refused, as is one above it. ``require_axes`` forces
     names onto the mesh (``("fsdp",)`` for FSDPv2), the rest are drawn from ``axis_names``.
     """
-    from harness.runtime.mesh import Mesh
+    return _meshes(max_devices, max_axes, tuple(axis_names), tuple(require_axes))
 
+
+@lru_cache(maxsize=64)
+def _meshes(
+    max_devices: int | None, max_axes: int, axis_names: tuple[str, ...], require_axes: tuple[str, ...]
+) -> st.SearchStrategy[Any]:
     n = device_count()
     if max_devices is not None:
         if max_devices > n:
@@ -92,41 +155,39 @@ def meshes(
     names = tuple(dict.fromkeys((*require_axes, *axis_names)))
     if len(names) < max_axes:
         raise ValueError(f"meshes(): {len(names)} axis names {names} for up to {max_axes} axes")
-    shapes = [s for s in factorizations(n, max_axes) if len(s) >= len(require_axes)]
+    shapes = tuple(s for s in factorizations(n, max_axes) if len(s) >= len(require_axes))
     if not shapes:
-        raise ValueError(f"meshes(require_axes={tuple(require_axes)}): more axes than max_axes={max_axes}")
-
-    @st.composite
-    def draw(data: st.DrawFn) -> Mesh:
-        shape = data(st.sampled_from(shapes))
-        free = [a for a in names if a not in require_axes]
-        chosen = list(require_axes) + data(st.permutations(free))[: len(shape) - len(require_axes)]
-        order = data(st.permutations(chosen))
-        ids = data(st.permutations(range(n)))
-        return Mesh(ids, shape, order)
-
-    return draw()
+        raise ValueError(f"meshes(require_axes={require_axes}): more axes than max_axes={max_axes}")
+    return _draw_mesh(n, _layouts(n, shapes, names, require_axes))
 
 
-def _axis_groups(mesh: Any, ndim: int, axes: Sequence[str]) -> st.SearchStrategy[tuple[Any, ...]]:
-    """One entry per dimension: None, one axis, or a tuple of axes; each axis at most once."""
+@lru_cache(maxsize=256)
+def spec_groupings(axes: tuple[str, ...], ndim: int) -> tuple[tuple[Any, ...], ...]:
+    """Every normal spec of rank ``ndim`` over ``axes``: each axis unused or on one dimension,
+    groups ordered; the all-replicated spec first and the ones using fewer axes before the rest."""
+    out: set[tuple[Any, ...]] = set()
+    for placement in itertools.product(range(-1, ndim), repeat=len(axes)):
+        dims: list[list[str]] = [[] for _ in range(ndim)]
+        for axis, dim in zip(axes, placement, strict=True):
+            if dim >= 0:
+                dims[dim].append(axis)
+        for orders in itertools.product(*(itertools.permutations(d) for d in dims)):
+            out.add(tuple(None if not g else g[0] if len(g) == 1 else tuple(g) for g in orders))
+    used = lambda spec: sum(0 if e is None else 1 if isinstance(e, str) else len(e) for e in spec)  # noqa: E731
+    return tuple(sorted(out, key=lambda spec: (used(spec), repr(spec))))
 
-    @st.composite
-    def draw(data: st.DrawFn) -> tuple[Any, ...]:
-        pool = data(st.permutations(list(axes)))
-        entries: list[Any] = []
-        for _ in range(ndim):
-            kind = data(st.sampled_from(("none", "one", "many")))
-            if kind == "none" or not pool:
-                entries.append(None)
-            elif kind == "one":
-                entries.append(pool.pop())
-            else:
-                k = data(st.integers(1, len(pool)))
-                entries.append(tuple(pool.pop() for _ in range(k)))
-        return tuple(entries)
 
-    return draw()
+@st.composite
+def _specs(data: st.DrawFn, ndim: int, axes: tuple[str, ...], forms: tuple[str, ...]) -> Any:
+    """One normal spec (each axis at most once) in one of ``forms``, a group of one axis written
+    either as the bare name or as a one-tuple: two draws, so the search stays fast and shrinks
+    towards the replicated spec written as a tuple."""
+    specs = spec_groupings(axes, ndim)
+    spec = specs[data(ints(0, len(specs) - 1))]
+    spelling = data(ints(0, 2 * len(forms) - 1))
+    if spelling % 2:
+        spec = tuple((e,) if isinstance(e, str) else e for e in spec)
+    return _spell(spec, forms[spelling // 2])
 
 
 def _spell(spec: tuple[Any, ...], form: str) -> Any:
@@ -150,16 +211,21 @@ def partition_specs(
     ``axes`` limits the axes used (default: all of the mesh's); naming one the mesh lacks is a
     ``ValueError`` here.
     """
+    return _partition_specs(mesh, ndim, tuple(forms), None if axes is None else tuple(axes))
+
+
+@lru_cache(maxsize=4096)
+def _partition_specs(mesh: Any, ndim: int, forms: tuple[str, ...], axes: tuple[str, ...] | None) -> st.SearchStrategy[Any]:
     if ndim < 0:
         raise ValueError(f"partition_specs(ndim={ndim}): a rank is 0 or more")
-    pool = tuple(mesh.axis_names) if axes is None else tuple(axes)
+    pool = tuple(mesh.axis_names) if axes is None else axes
     unknown = [a for a in pool if a not in mesh.axis_names]
     if unknown:
         raise ValueError(f"partition_specs(axes={pool}): {unknown} not in mesh axes {mesh.axis_names}")
     bad = [f for f in forms if f not in SPEC_FORMS]
     if bad or not forms:
-        raise ValueError(f"partition_specs(forms={tuple(forms)}): known forms are {SPEC_FORMS}")
-    return st.tuples(_axis_groups(mesh, ndim, pool), st.sampled_from(tuple(forms))).map(lambda p: _spell(*p))
+        raise ValueError(f"partition_specs(forms={forms}): known forms are {SPEC_FORMS}")
+    return _specs(ndim, pool, forms)
 
 
 def _parts(mesh: Any, spec: Any) -> list[int]:
@@ -175,6 +241,15 @@ def _parts(mesh: Any, spec: Any) -> list[int]:
     return out
 
 
+@st.composite
+def _uneven(data: st.DrawFn, dims: tuple[st.SearchStrategy[int], ...], parts: tuple[int, ...], max_multiple: int) -> tuple[int, ...]:
+    shape = list(data(st.tuples(*dims)))
+    i = data(choice(tuple(k for k, p in enumerate(parts) if p > 1)))
+    p = parts[i]
+    shape[i] = data(ints(0, max_multiple * (p - 1) - 1).map(lambda k: k + 1 + k // (p - 1)))
+    return tuple(shape)
+
+
 def sharded_shapes(
     mesh: Any, spec: Any, *, divisible: bool = True, max_multiple: int = 3
 ) -> st.SearchStrategy[tuple[int, ...]]:
@@ -185,28 +260,19 @@ def sharded_shapes(
     for invariants that say what must happen then; a spec that splits nothing cannot make one
     and is refused.
     """
-    parts = _parts(mesh, spec)
+    return _sharded_shapes(tuple(_parts(mesh, spec)), divisible, max_multiple, repr(spec), repr(mesh))
+
+
+@lru_cache(maxsize=4096)
+def _sharded_shapes(
+    parts: tuple[int, ...], divisible: bool, max_multiple: int, spec: str, mesh: str
+) -> st.SearchStrategy[tuple[int, ...]]:
     if max_multiple < 1:
         raise ValueError(f"sharded_shapes(max_multiple={max_multiple}): at least 1")
     if not divisible and not any(p > 1 for p in parts):
-        raise ValueError(f"sharded_shapes(divisible=False): spec {spec!r} splits no dimension of {mesh!r}")
-
-    dims = [
-        st.integers(1, 4) if p == 1 else st.integers(1, max_multiple).map(lambda m, p=p: m * p) for p in parts
-    ]
-    if divisible:
-        return st.tuples(*dims)
-    uneven = [i for i, p in enumerate(parts) if p > 1]
-
-    @st.composite
-    def draw(data: st.DrawFn) -> tuple[int, ...]:
-        shape = list(data(st.tuples(*dims)))
-        i = data(st.sampled_from(uneven))
-        p = parts[i]
-        shape[i] = data(st.integers(1, max_multiple * p).filter(lambda d, p=p: d % p != 0))
-        return tuple(shape)
-
-    return draw()
+        raise ValueError(f"sharded_shapes(divisible=False): spec {spec} splits no dimension of {mesh}")
+    dims = tuple(st.integers(1, 4) if p == 1 else st.integers(1, max_multiple).map(lambda m, p=p: m * p) for p in parts)
+    return st.tuples(*dims) if divisible else _uneven(dims, parts, max_multiple)
 
 
 def dtypes() -> st.SearchStrategy[np.dtype]:
@@ -253,16 +319,16 @@ def host_arrays(shape: Sequence[int], dtype: np.dtype) -> st.SearchStrategy[np.n
     )
 
 
+@st.composite
+def _mesh_spec_shape(data: st.DrawFn, max_ndim: int, meshes_: st.SearchStrategy[Any]) -> tuple[Any, Any, tuple[int, ...]]:
+    mesh = data(meshes_)
+    spec = data(partition_specs(mesh, data(ints(0, max_ndim))))
+    return mesh, spec, data(sharded_shapes(mesh, spec))
+
+
 def mesh_spec_shape(max_ndim: int = 3, **mesh_kwargs: Any) -> st.SearchStrategy[tuple[Any, Any, tuple[int, ...]]]:
     """(mesh, spec, shape) drawn together, the shape divisible: the triple most sharding
     invariants take."""
     if max_ndim < 0:
         raise ValueError(f"mesh_spec_shape(max_ndim={max_ndim}): a rank is 0 or more")
-
-    @st.composite
-    def draw(data: st.DrawFn) -> tuple[Any, Any, tuple[int, ...]]:
-        mesh = data(meshes(**mesh_kwargs))
-        spec = data(partition_specs(mesh, data(st.integers(0, max_ndim))))
-        return mesh, spec, data(sharded_shapes(mesh, spec))
-
-    return draw()
+    return _mesh_spec_shape(max_ndim, meshes(**mesh_kwargs))
