@@ -70,8 +70,9 @@ class ScheduleError(Exception):
         if self.strategy is not None:
             text += f"\n  found by {self.strategy} (seed={self.seed}, iteration={self.iteration})"
             if self.schedule is not None:
+                plural = "" if self.preemptions == 1 else "s"
                 text += (
-                    f", schedule {self.schedule} ({self.preemptions} preemptions)"
+                    f", schedule {self.schedule} ({self.preemptions} preemption{plural})"
                     f"\n  reproduce: harness.sched.replay(fn, {str(self.schedule)!r})"
                 )
             else:
@@ -91,7 +92,8 @@ class StallError(ScheduleError):
     """A participant ran for longer than ``stall_timeout`` without reaching a schedule point.
 
     It is blocked in something the scheduler does not control (a plain ``threading`` primitive,
-    I/O, a lock held by a thread outside the run) or computing for far too long."""
+    I/O, a lock held by a thread outside the run) or computing for far too long. Nothing can
+    interrupt it: when it does come back, the run is over and it carries on uncontrolled."""
 
 
 class NondeterminismError(ScheduleError):

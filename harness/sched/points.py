@@ -11,9 +11,9 @@ import threading
 from collections.abc import Callable
 from typing import Any, Protocol
 
-# What a controller tells a primitive after a blocking point. READY: the condition the thread waited
-# for holds, go ahead without blocking. TIMEOUT: the scheduler let the wait expire. FREE: the calling
-# thread is not controlled (or no longer is), so do the real, possibly blocking, operation.
+# What a controller tells a primitive after a blocking point. READY: the condition the thread
+# waited for holds, go ahead without blocking. TIMEOUT: the scheduler let the wait expire. FREE:
+# the calling thread is not controlled (or no longer is), so do the real, possibly blocking, thing.
 READY = 0
 TIMEOUT = 1
 FREE = 2

@@ -73,7 +73,11 @@ class Schedule:
         for position, token in enumerate(rest.split("."), start=1):
             match = _RUN.fullmatch(token)
             if match is None:
-                what = "is empty" if not token else f"{token!r} is not '<thread>' or '<thread>x<count>'"
+                what = (
+                    "is empty"
+                    if not token
+                    else f"{token!r} is not '<thread>' or '<thread>x<count>'"
+                )
                 raise ValueError(f"schedule {text!r}: run {position} {what}")
             count = int(match.group(2)) if match.group(2) is not None else 1
             if count < 1:

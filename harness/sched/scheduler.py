@@ -454,7 +454,9 @@ class Engine:
                 ready.append(task.id)
             elif task.timed:
                 timeouts.append(task.id)
-        return Decision(len(self._choices), self._last, tuple(ready), tuple(timeouts), len(self._tasks))
+        return Decision(
+            len(self._choices), self._last, tuple(ready), tuple(timeouts), len(self._tasks)
+        )
 
     def _end(self, clean: bool) -> None:
         """Release (clean end) or abandon (failure) every participant, then deactivate."""

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 
 
 def fresh_seed() -> int:
-    """A seed for a caller who gave none; reported with every result so it can be given next time."""
+    """A seed for a caller who gave none; every result reports it, so it can be given next time."""
     return random.SystemRandom().randrange(2**32)
 
 
@@ -129,7 +129,7 @@ class PCTStrategy(Strategy):
         """The per-run lower bound on finding a depth-``d`` bug, from the largest n and k seen."""
         n = max(self.max_threads, 1)
         k = max(self.max_decisions, 1)
-        return 1.0 / (n * k ** (self.depth - 1))
+        return 1.0 / (n * float(k) ** (self.depth - 1))
 
     def summary(self) -> dict[str, Any]:
         return {
@@ -201,7 +201,9 @@ class DFSStrategy(Strategy):
         else:
             bound = self.max_preemptions
             preemptive = decision.current is not None and decision.current in decision.ready
-            allowed = 1 if preemptive and bound is not None and self._preemptions >= bound else len(order)
+            allowed = (
+                1 if preemptive and bound is not None and self._preemptions >= bound else len(order)
+            )
             self._levels.append(_Level(order, allowed, 0))
             choice = order[0]
         self._pos += 1
@@ -213,7 +215,8 @@ class DFSStrategy(Strategy):
         if record.failure is None and record.error is None and self._pos < len(self._levels):
             raise NondeterminismError(
                 f"the run ended after {self._pos} steps where an earlier run with the same choices "
-                f"went on for {len(self._levels)}: the body must be deterministic given the schedule"
+                f"went on for {len(self._levels)}: the body must be deterministic given the "
+                "schedule"
             )
 
     def summary(self) -> dict[str, Any]:
@@ -242,8 +245,8 @@ class ReplayStrategy(Strategy):
         choice = next(self._choices, None)
         if choice is None:
             raise NondeterminismError(
-                f"the schedule {self.schedule} ends after {self._length} steps, but the run goes on "
-                f"({decision.enabled} could run)"
+                f"the schedule {self.schedule} ends after {self._length} steps, but the run goes "
+                f"on ({decision.enabled} could run)"
             )
         if choice not in decision.enabled:
             raise NondeterminismError(
@@ -264,10 +267,14 @@ class ReplayStrategy(Strategy):
 class HypothesisPolicy(Strategy):
     """Draws every choice from hypothesis data, so that hypothesis can shrink schedules.
 
-    A choice is drawn as an index into ``Decision.ordered``, whose first entry is the thread that
-    can go on without a preemption. Hypothesis shrinks integers towards 0, so a shrunk failing
-    schedule is one with few preemptions. Steps with a single choice draw nothing. Obtain one from
-    ``hypothesis_schedules()`` inside ``@given`` and pass it to ``check``; each ``check`` is one run.
+    At each step with more than one choice it draws an integer ``i`` in ``[0, threads]``: 0 means
+    the default, non-preemptive choice (``Decision.ordered[0]``: the thread that ran last if it can
+    go on), ``i > 0`` means thread ``i - 1`` if that one can run, else the default. Hypothesis
+    shrinks integers towards 0, so every draw it zeroes removes a switch, and naming threads by id
+    (rather than by position among the runnable ones) keeps the remaining draws meaning the same
+    threads when a shrink shifts the steps they land on. Steps with a single choice draw nothing.
+    Obtain one from ``hypothesis_schedules()`` inside ``@given`` and pass it to ``check``; each
+    ``check`` is one run.
     """
 
     name = "hypothesis"
@@ -285,10 +292,10 @@ class HypothesisPolicy(Strategy):
             return order[0]
         from hypothesis import strategies as st
 
-        index = self._data.draw(
-            st.integers(0, len(order) - 1), label=f"step {decision.step}, threads {order}"
+        pick = self._data.draw(
+            st.integers(0, decision.threads), label=f"step {decision.step}, runnable {order}"
         )
-        return order[index]
+        return pick - 1 if pick and pick - 1 in order else order[0]
 
     def end_run(self, record: RunRecord) -> None:
         self.last = record
@@ -307,4 +314,10 @@ def hypothesis_schedules() -> SearchStrategy[HypothesisPolicy]:
     """
     from hypothesis import strategies as st
 
-    return st.data().map(HypothesisPolicy)
+    @st.composite
+    def policies(draw: st.DrawFn) -> HypothesisPolicy:
+        # st.data() is hypothesis' public way of drawing lazily, during the test: the run decides
+        # how many choices it needs as it goes
+        return HypothesisPolicy(draw(st.data()))
+
+    return policies()
