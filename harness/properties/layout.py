@@ -9,7 +9,10 @@ host, through a re-shard, and through a checkpoint loaded into a sharded model, 
 
 from __future__ import annotations
 
+import atexit
+import functools
 import math
+import shutil
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -102,6 +105,15 @@ def _dims_and_axes(example: dict[str, Any]) -> int:
 # ------------------------------------------------------------------------------ invariant 4
 
 
+@functools.lru_cache(maxsize=1)
+def _scratch() -> Path:
+    """One scratch directory per process for the checkpoints round trips write (each example
+    overwrites the last: saves are atomic renames), removed when the process exits."""
+    path = Path(tempfile.mkdtemp(prefix="xharness-roundtrip-"))
+    atexit.register(shutil.rmtree, path, ignore_errors=True)
+    return path
+
+
 class _Holder(nn.Module):
     """A model of one parameter, the smallest thing a checkpoint is restored into."""
 
@@ -122,10 +134,9 @@ def check_round_trip(mesh: Mesh, spec: Any, respec: Any, values: np.ndarray) -> 
     assert same_bits(back, values), f"host -> {first!r} -> host changed the value ({values.dtype}, {values.shape})"
     sharding.mark_sharding(t, mesh, second)
     assert same_bits(t.numpy(), values), f"re-sharding {first!r} -> {second!r} changed the value"
-    with tempfile.TemporaryDirectory(prefix="xharness-roundtrip-") as tmp:
-        path = Path(tmp) / "ckpt.xh"
-        checkpoint.save({"w": t, "nested": [t.detach(), {"host": values}]}, path)
-        loaded = checkpoint.load(path)
+    path = _scratch() / "roundtrip.xh"
+    checkpoint.save({"w": t, "nested": [t.detach(), {"host": values}]}, path)
+    loaded = checkpoint.load(path)
     for where, value in (("w", loaded["w"]), ("nested[0]", loaded["nested"][0]), ("nested[1]", loaded["nested"][1]["host"])):
         host = value.numpy() if isinstance(value, Tensor) else np.asarray(value)
         assert same_bits(host, values), f"checkpoint entry {where} changed the value ({values.dtype}, {values.shape})"

@@ -1,0 +1,101 @@
+"""How fast the invariants search: examples per second per invariant under the CI profile.
+
+Why it matters: a property earns its keep by the number of inputs it tries in the time CI gives
+it. Each invariant is run twice in one process with the CI profile's settings (derandomized, its
+own example count, generation only): *cold* is the first run (compiles, JAX meshes and strategy
+objects built on the way), *warm* the same examples again (everything cached), which is what a
+cell pays after its first property test. The state machine is measured in operations (rules) per
+second, the unit its target is stated in. Figures are reported, never asserted: timing on a
+shared machine is not a test.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from hypothesis import Phase, given, settings
+
+from harness.properties.base import SEARCH_SETTINGS, Invariant
+from harness.properties.registry import INVARIANTS
+
+#: targets from the issue that set them: examples/s (rules/s for the state machine)
+TARGETS: dict[str, float] = {
+    "spec-normalization": 1000.0,
+    "op-sharding-cache": 1000.0,
+    "coverage": 50.0,
+    "round-trip": 50.0,
+    "sync-aliasing": 20.0,
+}
+
+
+@dataclass
+class Speed:
+    invariant: str
+    unit: str  # "examples/s" or "rules/s"
+    examples: int
+    rules: int
+    cold: float  # units per second, first run
+    warm: float  # units per second, the same examples again
+    compiles: int  # XLA compiles during the cold run
+    target: float | None
+
+    @property
+    def met(self) -> bool | None:
+        return None if self.target is None else self.warm >= self.target
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "met": self.met}
+
+
+def _timed(invariant: Invariant, max_examples: int) -> tuple[float, int, int]:
+    count = [0, 0]
+
+    def run(example: dict[str, Any]) -> None:
+        count[0] += 1
+        count[1] += len(example.get("program", ()))
+        invariant.run_example(example)
+
+    options = {**SEARCH_SETTINGS, "max_examples": max_examples, "phases": [Phase.generate]}
+    test = settings(**options)(given(invariant.examples())(run))
+    start = time.perf_counter()
+    test()
+    return time.perf_counter() - start, count[0], count[1]
+
+
+def measure(invariant: Invariant, max_examples: int | None = None) -> Speed:
+    from harness.runtime import executor
+
+    n = max_examples or invariant.max_examples
+    compiles = executor.metrics.compiles
+    cold, examples, rules = _timed(invariant, n)
+    compiles = executor.metrics.compiles - compiles
+    warm, _, _ = _timed(invariant, n)
+    per_rule = invariant.id == "sync-aliasing"
+    units = rules if per_rule else examples
+    return Speed(
+        invariant=invariant.id,
+        unit="rules/s" if per_rule else "examples/s",
+        examples=examples,
+        rules=rules,
+        cold=units / cold,
+        warm=units / warm,
+        compiles=compiles,
+        target=TARGETS.get(invariant.id),
+    )
+
+
+def measure_all(ids: list[str] | None = None, max_examples: int | None = None) -> list[Speed]:
+    chosen = [i for i in INVARIANTS if ids is None or i.id in ids]
+    return [measure(i, max_examples) for i in chosen]
+
+
+def table(speeds: list[Speed]) -> str:
+    lines = [f"{'invariant':24} {'unit':11} {'examples':>8} {'rules':>6} {'cold':>9} {'warm':>9} {'target':>12} {'compiles':>8}"]
+    for s in speeds:
+        target = "-" if s.target is None else f"{s.target:g}{'' if s.met else ' MISSED'}"
+        lines.append(
+            f"{s.invariant:24} {s.unit:11} {s.examples:>8} {s.rules or '-':>6} {s.cold:>9.1f} {s.warm:>9.1f} {target:>12} {s.compiles:>8}"
+        )
+    return "\n".join(lines)
