@@ -83,3 +83,15 @@ def test_the_model_aliases_like_numpy_views() -> None:
     positions = np.arange(24).reshape(4, 6).T.reshape(4, 6)[:, ::2]
     expected.reshape(-1)[positions] = -1
     assert np.array_equal(m.read(base), expected) and view.shape == (4, 6)
+
+
+def test_programs_compile_once_per_structure() -> None:
+    """A second identical (derandomized) search compiles nothing: every program structure the
+    first one met is in the compile cache, whatever values and buffers it ran on."""
+    from harness.properties import SYNC_ALIASING
+    from harness.runtime import executor
+
+    assert SYNC_ALIASING.search(max_examples=40) is None
+    before = executor.metrics.compiles
+    assert SYNC_ALIASING.search(max_examples=40) is None
+    assert executor.metrics.compiles == before
