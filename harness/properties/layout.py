@@ -53,6 +53,15 @@ def spelled(spec: tuple[Any, ...] | None) -> tuple[Any, ...] | None:
     return tuple(e[0] if type(e) is tuple and len(e) == 1 else e for e in spec)
 
 
+def _scribble(array: np.ndarray) -> None:
+    """Flip every bit of ``array`` in place (a caller reusing its host buffer)."""
+    if array.dtype == np.bool_:
+        np.logical_not(array, out=array)
+    else:
+        bits = array.view(np.dtype(f"u{array.dtype.itemsize}"))
+        np.invert(bits, out=bits)
+
+
 def same_bits(a: np.ndarray, b: np.ndarray) -> bool:
     """Equal dtype, shape and bytes: a round trip may not change one bit."""
     return a.dtype == b.dtype and a.shape == b.shape and np.ascontiguousarray(a).tobytes() == np.ascontiguousarray(b).tobytes()
@@ -127,8 +136,14 @@ def check_round_trip(mesh: Mesh, spec: Any, respec: Any, values: np.ndarray) -> 
     save/load, and after loading that checkpoint into a model sharded another way."""
     ndim = values.ndim
     first, second = normalize_spec(spec, ndim, mesh), normalize_spec(respec, ndim, mesh)
-    t = tensor(values)
+    host = values.copy()
+    t = tensor(host)
     assert t.dtype == values.dtype, f"tensor() turned {values.dtype} into {t.dtype}"
+    _scribble(host)
+    assert same_bits(t.numpy(), values), (
+        f"the tensor changed when its host array was written after tensor() ({values.dtype}, {values.shape}): "
+        "the device buffer aliases the caller's memory"
+    )
     sharding.mark_sharding(t, mesh, first)
     back = t.numpy()
     assert same_bits(back, values), f"host -> {first!r} -> host changed the value ({values.dtype}, {values.shape})"

@@ -409,7 +409,9 @@ def tensor(data: Any, requires_grad: bool = False, dtype: Any = None) -> Tensor:
     """A new tensor on the device from host data (float64 becomes float32, as in torch)."""
     if isinstance(data, Tensor):
         data = data.numpy()
-    host = np.asarray(data, dtype=dtype)
+    # a copy, always: XLA on CPU may adopt a suitably aligned host buffer without copying it, and
+    # the caller writing its array afterwards must not change the tensor (as torch.tensor copies)
+    host = np.array(data, dtype=dtype)
     if dtype is None and host.dtype == np.float64:
         host = host.astype(np.float32)
     if dtype is None and host.dtype == np.int64:
