@@ -24,6 +24,7 @@ _COMMAND_MODULES = (
     "harness.matrix.commands",  # run, cells
     "harness.report.commands",  # report merge, report html
     "harness.bench",  # bench
+    "harness.teeth.commands",  # teeth
 )
 
 
