@@ -3,7 +3,9 @@
 ``functionalization`` mirrors ``XLA_DISABLE_FUNCTIONALIZATION`` (env
 ``HARNESS_DISABLE_FUNCTIONALIZATION=1``); ``param_aliasing`` mirrors ``XLA_ENABLE_PARAM_ALIASING``
 (env ``HARNESS_PARAM_ALIASING=0``); ``execution_delay`` stretches every asynchronous execution by a
-fixed number of seconds, the way a slow accelerator widens a race window; ``num_slices`` simulates a
+fixed number of seconds, as a slow or stuck accelerator would (env ``HARNESS_EXECUTION_DELAY``; a
+hung-run test uses it). Races do not need it: under schedule control (``harness.sched``) the
+scheduler decides when the executor runs, and the delay is skipped. ``num_slices`` simulates a
 multi-slice topology on platforms without real slices (env ``HARNESS_NUM_SLICES``).
 """
 

@@ -8,6 +8,14 @@ waits for it. ``wait_device_ops()`` waits for everything submitted so far.
 
 Lowering and compilation happen on the caller's thread so that a graph that cannot compile fails
 the ``mark_step`` that asked for it; only execution is asynchronous.
+
+The executor thread and the placeholders synchronize through ``harness.sched``'s primitives, and
+the places where the caller and the executor thread touch the same device data are schedule
+points. Outside a controlled run they are ``threading``'s primitives and the points do nothing;
+inside one (``harness.sched.check_pct`` and friends) the scheduler decides who goes first at each
+of them, which is how the race of upstream issue #9128 is found and replayed without a slow
+device. The executor thread is stopped around every run (``on_activate``/``on_deactivate``) so
+that the first submission inside a run starts it again as a participant.
 """
 
 from __future__ import annotations
@@ -15,7 +23,6 @@ from __future__ import annotations
 import atexit
 import ctypes
 import os
-import queue
 import threading
 import time
 import warnings
@@ -27,6 +34,7 @@ import jax
 import numpy as np
 from jax.sharding import NamedSharding, PartitionSpec
 
+from harness import sched
 from harness.runtime import config, ir, topology
 from harness.runtime.errors import DonatedBufferError, PlaceholderAccessError
 
@@ -51,26 +59,34 @@ class DeviceData:
         self.key = (ir.IN, aval, sharding)  # compile-cache description of this input
         self._array = array
         self._error: BaseException | None = None
-        self._ready: threading.Event | None = None if array is not None else threading.Event()
+        self._ready: sched.Event | None = None if array is not None else sched.Event(name="placeholder")
 
     @property
     def is_placeholder(self) -> bool:
         return self._ready is not None and not self._ready.is_set()
 
     def fill(self, array: jax.Array) -> None:
+        sched.point("DeviceData.fill")
         self._array = array
         assert self._ready is not None
         self._ready.set()
 
     def fail(self, error: BaseException) -> None:
+        sched.point("DeviceData.fail")
+        self._settle(error)
+
+    def _settle(self, error: BaseException) -> None:
+        """Fail without a schedule point: for an execution whose controlled run is being torn
+        down, where a point would only raise again before the readers are released."""
         self._error = error
         assert self._ready is not None
         self._ready.set()
 
     def array(self) -> jax.Array:
         """The buffer, waiting for its execution if it is still a placeholder."""
-        if self._ready is not None:
-            self._ready.wait()
+        ready = self._ready
+        if ready is not None and not ready.is_set():  # a filled one is read without a point
+            ready.wait()
         if self._error is not None:
             raise self._error
         assert self._array is not None
@@ -84,8 +100,11 @@ class DeviceData:
     def handle(self) -> int:
         """Opaque handle of shard 0, read *without* waiting, as ``PjRtShardedData::GetHandle``.
 
-        On a placeholder there is no shard yet: upstream dereferenced it anyway and crashed.
+        On a placeholder there is no shard yet: upstream dereferenced it anyway and crashed. The
+        schedule point sits before the reads, where the executor thread may or may not have filled
+        the placeholder yet: the two orders of issue #9128.
         """
+        sched.point("DeviceData.handle")
         if self._error is not None:  # the execution finished, and failed: say so, not "pending"
             raise self._error
         array = self._array
@@ -330,14 +349,19 @@ def clear_cache() -> None:
 # --------------------------------------------------------------------------- asynchronous execution
 
 
+class ExecutionAbandoned(RuntimeError):
+    """The output of an execution that never completed because its controlled run was torn down
+    (``harness.sched``): it carries this instead of staying a placeholder nobody will fill."""
+
+
 class _Worker:
     """One executor thread: executions run in submission order, like a device stream."""
 
     def __init__(self) -> None:
-        self._queue: queue.SimpleQueue = queue.SimpleQueue()
-        self._lock = threading.Lock()
-        self._last: threading.Event | None = None
-        self._thread: threading.Thread | None = None
+        self._queue = sched.SimpleQueue(name="executions")
+        self._lock = sched.Lock(name="executor")
+        self._last: sched.Event | None = None
+        self._thread: sched.Thread | None = None
         self._failure: BaseException | None = None  # the first failed execution since the last wait
 
     def note_failure(self, exc: BaseException) -> None:
@@ -346,16 +370,20 @@ class _Worker:
                 self._failure = exc
 
     def take_failure(self) -> BaseException | None:
+        if self._failure is None:  # the common case, without a lock round trip
+            return None
         with self._lock:
             failure, self._failure = self._failure, None
         return failure
 
-    def submit(self, job: Any) -> threading.Event:
-        done = threading.Event()
+    def submit(self, job: _Execution) -> sched.Event:
+        done = sched.Event(name="execution done")
         with self._lock:
-            if self._thread is None or not self._thread.is_alive():
-                self._thread = threading.Thread(target=self._loop, name="harness-executor", daemon=True)
-                self._thread.start()
+            thread = self._thread
+            if thread is None or not thread.is_alive():
+                thread = sched.Thread(target=self._loop, name="harness-executor", daemon=True)
+                self._thread = thread
+                thread.start()
             self._last = done
             self._queue.put((job, done))
         return done
@@ -377,15 +405,37 @@ class _Worker:
             thread = self._thread
             if thread is None or not thread.is_alive():
                 return
-            done = threading.Event()
+            done = sched.Event(name="shutdown")
             self._queue.put((None, done))
         done.wait(timeout=30)
         thread.join(timeout=30)
 
-    def wait_all(self, raise_errors: bool = True) -> None:
+    def restart(self) -> None:
+        """Before a controlled run: stop the thread started outside it and start from an empty
+        queue, so that the run's first submission starts the executor as one of its threads."""
+        self.shutdown()
         with self._lock:
-            last = self._last
-        if last is not None:
+            self._queue = sched.SimpleQueue(name="executions")
+            self._thread = None
+            self._last = None
+
+    def stop(self) -> None:
+        """After a controlled run: stop the thread; what a torn-down run left queued never runs,
+        so its outputs fail and its completion is signalled (nobody waits for ever)."""
+        self.shutdown()
+        with self._lock:
+            queued = self._queue
+            self._queue = sched.SimpleQueue(name="executions")
+        while not queued.empty():
+            job, done = queued.get_nowait()
+            if job is not None:
+                job.abandon()
+            done.set()
+
+    def wait_all(self, raise_errors: bool = True) -> None:
+        sched.point("wait_device_ops")
+        last = self._last
+        if last is not None and not last.is_set():
             last.wait()
         failure = self.take_failure()
         if failure is not None and raise_errors:
@@ -394,6 +444,65 @@ class _Worker:
 
 _worker = _Worker()
 atexit.register(_worker.shutdown)
+sched.on_activate(_worker.restart)
+sched.on_deactivate(_worker.stop)
+
+
+class _Execution:
+    """One launched graph: what the executor thread runs for it."""
+
+    __slots__ = ("exe", "inputs", "outputs", "moved_in", "moved_out", "delay")
+
+    def __init__(
+        self,
+        exe: Executable,
+        inputs: list[DeviceData],
+        outputs: list[DeviceData],
+        moved_in: list[Any],
+        moved_out: list[Any],
+    ) -> None:
+        self.exe = exe
+        self.inputs = inputs
+        self.outputs = outputs
+        self.moved_in = moved_in
+        self.moved_out = moved_out
+        self.delay = config.options.execution_delay  # the device speed when it was launched
+
+    def __call__(self) -> None:
+        exe, inputs, outputs = self.exe, self.inputs, self.outputs
+        try:
+            args = [inputs[i].array() for i in exe.arg_order]
+            args = [a if m is None else jax.device_put(a, m) for a, m in zip(args, self.moved_in, strict=True)]
+            sched.point("executor.launch")
+            if self.delay and not sched.is_controlled():  # under control, the scheduler decides
+                time.sleep(self.delay)
+            results = exe.compiled(*args)
+            results = [r if m is None else jax.device_put(r, m) for r, m in zip(results, self.moved_out, strict=True)]
+            for out, result in zip(outputs, results, strict=True):
+                out.fill(result)
+            # filled first (readers may start), then the job ends only when the device is done, so
+            # that ``wait_device_ops`` means what upstream's does: every execution has completed
+            jax.block_until_ready(results)
+        except BaseException as exc:  # every output carries the failure to whoever reads it
+            try:
+                if isinstance(exc, sched.Abandoned):
+                    raise
+                for out in outputs:
+                    if out.is_placeholder:
+                        out.fail(exc)
+                _worker.note_failure(exc)
+            finally:
+                self.abandon()  # only what a torn-down run left unfilled
+
+    def abandon(self) -> None:
+        for out in self.outputs:
+            if out.is_placeholder:
+                out._settle(
+                    ExecutionAbandoned(
+                        f"the execution producing this {_shape_str(out.aval)} value was abandoned "
+                        "with the controlled run that launched it"
+                    )
+                )
 
 
 def execute(
@@ -433,29 +542,9 @@ def execute(
     inputs = graph.inputs
     moved_in = [in_shardings[i] if in_shardings[i] is not inputs[i].sharding else None for i in exe.arg_order]
     moved_out = [o.sharding if _order(o.sharding) != _order(exe.output_shardings[i]) else None for i, o in enumerate(outputs)]
-    delay = config.options.execution_delay
-
-    def run() -> None:
-        try:
-            args = [inputs[i].array() for i in exe.arg_order]
-            args = [a if m is None else jax.device_put(a, m) for a, m in zip(args, moved_in, strict=True)]
-            if delay:
-                time.sleep(delay)
-            results = exe.compiled(*args)
-            results = [r if m is None else jax.device_put(r, m) for r, m in zip(results, moved_out, strict=True)]
-            for out, result in zip(outputs, results, strict=True):
-                out.fill(result)
-            # filled first (readers may start), then the job ends only when the device is done, so
-            # that ``wait_device_ops`` means what upstream's does: every execution has completed
-            jax.block_until_ready(results)
-        except BaseException as exc:  # every output carries the failure to whoever reads it
-            for out in outputs:
-                if out.is_placeholder:
-                    out.fail(exc)
-            _worker.note_failure(exc)
 
     metrics.executions += 1
-    done = _worker.submit(run)
+    done = _worker.submit(_Execution(exe, inputs, outputs, moved_in, moved_out))
     if wait:
         done.wait()
         failed = next((o._error for o in outputs if o._error is not None), None)

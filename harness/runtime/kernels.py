@@ -21,6 +21,7 @@ from typing import Any, TypeVar
 import jax
 import numpy as np
 
+from harness import sched
 from harness.runtime import faults, ir, topology
 from harness.runtime.tensor import Tensor
 
@@ -39,6 +40,8 @@ _saved_flag: str | None = None
 def jax_env_context() -> Iterator[None]:
     global _open_guards, _saved_flag
     flag = topology.SKIP_DISCOVERY_FLAG
+    # the points sit outside the plain lock: another thread's guard may run between them
+    sched.point("kernels.guard.enter")
     with _guard_lock:
         if _open_guards == 0:
             _saved_flag = os.environ.get(flag)
@@ -56,6 +59,7 @@ def jax_env_context() -> Iterator[None]:
                     os.environ.pop(flag, None)
                 else:
                     os.environ[flag] = _saved_flag
+        sched.point("kernels.guard.exit")
 
 
 def requires_kernel_backend(fn: F) -> F:

@@ -8,13 +8,15 @@ cannot know which pending graphs still read the old buffers (upstream issue #842
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterable
 
+from harness import sched
 from harness.runtime import config, executor, ir
 from harness.runtime.tensor import Storage, Tensor, _live, _live_lock, live_storages
 
-_sync_lock = threading.RLock()
+# a scheduler-aware lock: it is held across ``execute`` and its submission to the executor thread,
+# which are schedule points, and a plain lock held there would hide a waiting thread's turn
+_sync_lock = sched.RLock(name="sync")
 
 
 def _pending(storages: Iterable[Storage]) -> list[Storage]:
@@ -67,6 +69,7 @@ def device_data(tensors: Iterable[Tensor]) -> list[executor.DeviceData]:
     PyTorch/XLA's ``_get_tensors_xla_device_data_node``: it asks every leaf for its handle, which
     reads shard 0 of the buffer, so every execution producing those leaves must have completed.
     """
+    sched.point("device_data")
     seen_nodes: set[int] = set()
     by_handle: dict[int, executor.DeviceData] = {}
     stack: list[ir.Node] = [t.node for t in tensors]

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 import jax
 
+from harness import sched
 from harness.runtime import config
 from harness.runtime.errors import DuplicateDiscoveryError
 
@@ -95,7 +96,17 @@ def _run_discovery() -> Topology:
 
 
 def discover() -> Topology:
-    """The process' topology, discovering it on first use."""
+    """The process' topology, discovering it on first use.
+
+    Only a discovery that may really run is a schedule point (every device transfer asks for the
+    topology), so a body explored by DFS, which must reach the same points in every run, either
+    discovers in every run (``reset()`` first) or in none (``discover()`` before the check). The
+    point comes before the plain lock, which is never held across one.
+    """
+    found = _topology
+    if found is not None:
+        return found
+    sched.point("topology.discover")
     with _lock:
         return _topology if _topology is not None else _run_discovery()
 
@@ -108,6 +119,9 @@ def discovery_count() -> int:
 def start_secondary_backend() -> None:
     """Start the kernel-lowering backend once; it re-discovers unless told to skip."""
     global _secondary_backend_started
+    if _secondary_backend_started:
+        return
+    sched.point("topology.secondary_backend")
     with _lock:
         if _secondary_backend_started:
             return

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import jax
 import numpy as np
 import pytest
 
 import harness.runtime as xr
+import harness.sched as sched
 
 NDEV = len(jax.devices())
 X = np.arange(24, dtype=np.float32).reshape(4, 6) / 10
@@ -52,47 +55,57 @@ def test_a_new_graph_structure_or_shape_compiles_again(monkeypatch: pytest.Monke
     assert xr.compile_count() == n + 2, "a new input shape: a new executable"
 
 
-def test_mark_step_returns_before_a_slow_execution_and_reads_wait() -> None:
-    # no wall-clock assertions: the stretched execution makes the order of events certain
-    xr.configure(execution_delay=1.0)
-    a = xr.tensor(X)
-    c = a * 5
-    xr.mark_step()
-    data = c._storage.node.data
-    assert data.is_placeholder, "right after mark_step the output is a placeholder"
-    np.testing.assert_allclose(c.numpy(), X * 5, rtol=1e-6)  # the read waits for the execution
-    assert not data.is_placeholder
+def _device_lags(body: Callable[[], None]) -> None:
+    """Run ``body`` with the executor thread running only while the caller waits: the
+    interleaving a slow device produces, made certain by the scheduler instead of a sleep (the
+    caller is never preempted, so there is exactly one such schedule)."""
+    result = sched.check_dfs(body, max_preemptions=0)
+    assert result.schedules == 1 and result.exhausted
+
+
+def test_mark_step_returns_before_the_execution_and_reads_wait() -> None:
+    def body() -> None:
+        a = xr.tensor(X)
+        c = a * 5
+        xr.mark_step()
+        data = c._storage.node.data
+        assert data.is_placeholder, "right after mark_step the output is a placeholder"
+        np.testing.assert_allclose(c.numpy(), X * 5, rtol=1e-6)  # the read waits for the execution
+        assert not data.is_placeholder
+
+    _device_lags(body)
 
 
 def test_wait_device_ops_waits_for_everything() -> None:
-    # no wall-clock assertions: the first execution is stretched and the executor runs them in
-    # order, so all three are still pending when the main thread looks
-    xr.configure(execution_delay=1.0)
-    a = xr.tensor(X)
-    outs = []
-    for k in range(3):
-        outs.append(a * k)
-        xr.mark_step()
-        xr.configure(execution_delay=0.0)
-    datas = [o._storage.node.data for o in outs]
-    assert all(d.is_placeholder for d in datas)
-    xr.wait_device_ops()
-    assert not any(d.is_placeholder for d in datas)
-    for k, o in enumerate(outs):
-        np.testing.assert_allclose(o.numpy(), X * k)
+    def body() -> None:
+        a = xr.tensor(X)
+        outs = []
+        for k in range(3):
+            outs.append(a * k)
+            xr.mark_step()
+        datas = [o._storage.node.data for o in outs]
+        assert all(d.is_placeholder for d in datas)
+        xr.wait_device_ops()
+        assert not any(d.is_placeholder for d in datas)
+        for k, o in enumerate(outs):
+            np.testing.assert_allclose(o.numpy(), X * k)
+
+    _device_lags(body)
 
 
 def test_sync_without_wait_leaves_placeholders() -> None:
-    xr.configure(execution_delay=1.0)
-    a = xr.tensor(X)
-    b = a - 1
-    xr.sync([b], wait=False)
-    assert b._storage.node.data.is_placeholder
-    with pytest.raises(xr.PlaceholderAccessError, match="GetHandle"):
-        b._storage.node.data.handle()
-    xr.wait_device_ops()
-    assert isinstance(b._storage.node.data.handle(), int)
-    np.testing.assert_allclose(b.numpy(), X - 1)
+    def body() -> None:
+        a = xr.tensor(X)
+        b = a - 1
+        xr.sync([b], wait=False)
+        assert b._storage.node.data.is_placeholder
+        with pytest.raises(xr.PlaceholderAccessError, match="GetHandle"):
+            b._storage.node.data.handle()
+        xr.wait_device_ops()
+        assert isinstance(b._storage.node.data.handle(), int)
+        np.testing.assert_allclose(b.numpy(), X - 1)
+
+    _device_lags(body)
 
 
 @pytest.mark.parametrize("aliasing", [True, False], ids=["param-aliasing", "no-param-aliasing"])
