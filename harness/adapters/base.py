@@ -30,10 +30,12 @@ FSDP = "fsdp"  # FSDPv2-style wrapping of a module over a mesh axis named "fsdp"
 DONATION = "donation"  # donated buffers are deleted; reading one raises
 DISCOVERY_COUNT = "discovery-count"  # how many times topology discovery ran is observable
 FAULT_SWITCHES = "fault-switches"  # the runtime carries the catalog's fault switches
+OP_SHARDING = "op-sharding"  # a mesh's cached spec -> sharding lookup (``Mesh.get_op_sharding``)
+TRAINING = "training"  # modules, optimizers and FSDPv2 in the harness' reference API
 
 CAPABILITIES: tuple[str, ...] = (
     TENSORS, MESHES, SHARDING, SHARDING_READBACK, STEP, ASYNC_SYNC, ALIASING, SAVE, FSDP, DONATION,
-    DISCOVERY_COUNT, FAULT_SWITCHES,
+    DISCOVERY_COUNT, FAULT_SWITCHES, OP_SHARDING, TRAINING,
 )
 
 
@@ -75,8 +77,9 @@ class Adapter(Protocol):
     def sharding_spec(self, t: Any) -> tuple[Any, ...] | None:
         """The spec ``t`` is laid out with, or None when replicated/unannotated."""
 
-    def device_indices(self, t: Any) -> dict[int, tuple[slice, ...]]:
-        """Which slice of the value each (addressable) device holds, keyed by device id."""
+    def device_shards(self, t: Any) -> dict[int, tuple[tuple[slice, ...], np.ndarray]]:
+        """What each addressable device holds: its slice of the value and that slice's data, keyed
+        by the device's position in the runtime's own device order (the ids meshes take)."""
 
     # -- steps, aliases, in-place ops
     def step(self) -> None:
@@ -105,6 +108,77 @@ class Adapter(Protocol):
         """What ``save`` wrote, as host arrays."""
 
     def discovery_count(self) -> int: ...
+
+
+class BaseAdapter:
+    """Defaults for the operations a runtime may lack: each raises ``Unsupported`` naming the
+    capability, so a check that reaches one without declaring it is skipped, never faked."""
+
+    name = "base"
+    capabilities: frozenset[str] = frozenset()
+
+    def version(self) -> str:
+        return "unknown"
+
+    def _lacks(self, capability: str) -> Unsupported:
+        return Unsupported(f"runtime {self.name} {self.version()} lacks {capability}")
+
+    def donate(self, t: Any) -> Any:
+        """Run a step that donates ``t``'s buffer (an in-place update under parameter aliasing, a
+        ``donate_argnums`` call); returns the tensor that holds the result."""
+        raise self._lacks(DONATION)
+
+    def materialized(self, t: Any) -> bool:
+        """Whether ``t`` is device data already (reading it then syncs nothing); False when the
+        runtime does not say, which only means fewer intermediate checks."""
+        return False
+
+    def grab(self, t: Any) -> Any:
+        """A handle on ``t``'s current device buffer, to read later (``read_grabbed``)."""
+        raise self._lacks(DONATION)
+
+    def read_grabbed(self, handle: Any) -> np.ndarray | None:
+        """The grabbed buffer's value, or None when it was donated and the runtime said so with
+        its own clear error; any other outcome of reading a deleted buffer is a failure."""
+        raise self._lacks(DONATION)
+
+    def collect_handles(self, tensors: Sequence[Any]) -> list[Any]:
+        """An asynchronous sync, then the device data of the tensors' graphs deduplicated by
+        buffer handle (PyTorch/XLA's gradient-accumulation helper); every handle filled."""
+        raise self._lacks(ASYNC_SYNC)
+
+    def discovery_count(self) -> int:
+        raise self._lacks(DISCOVERY_COUNT)
+
+    def prepare_fsdp_spec(self, shape: tuple[int, ...], mesh: Any) -> Any:
+        """The partition spec FSDPv2 prepares for a parameter of ``shape``, exactly as returned."""
+        raise self._lacks(FSDP)
+
+    def op_sharding(self, mesh: Any, spec: Any) -> Any:
+        """The mesh's cached sharding for ``spec``, passed as given (an unhashable spec must fail
+        the way the runtime fails)."""
+        raise self._lacks(OP_SHARDING)
+
+    def save(self, tensors: dict[str, Any], path: str) -> None:
+        raise self._lacks(SAVE)
+
+    def load(self, path: str) -> dict[str, np.ndarray]:
+        raise self._lacks(SAVE)
+
+    def step(self) -> None:
+        raise self._lacks(STEP)
+
+    def sync(self, tensors: Sequence[Any], wait: bool) -> None:
+        raise self._lacks(STEP)
+
+    def wait(self) -> None:
+        raise self._lacks(ASYNC_SYNC)
+
+    def alias(self, t: Any, kind: str, arg: Any = None) -> Any:
+        raise self._lacks(ALIASING)
+
+    def inplace(self, t: Any, op: str, other: Any) -> None:
+        raise self._lacks(ALIASING)
 
 
 def require(adapter: Adapter, *needed: str) -> None:

@@ -13,7 +13,15 @@ from __future__ import annotations
 
 from harness.properties.base import Falsified, Invariant
 from harness.properties.discovery import DISCOVERY_IDEMPOTENCE, check_discovery
-from harness.properties.layout import COVERAGE, ROUND_TRIP, check_coverage, check_round_trip
+from harness.properties.donation import DONATION, check_donation
+from harness.properties.layout import (
+    COVERAGE,
+    HOST_COPY,
+    ROUND_TRIP,
+    check_coverage,
+    check_host_copy,
+    check_round_trip,
+)
 from harness.properties.machine import SYNC_ALIASING, SyncAliasMachine, programs, run_program
 from harness.properties.preservation import SHARDING_PRESERVATION, check_preservation
 from harness.properties.registry import INVARIANTS, UnknownInvariant, declared_pairs, get
@@ -35,6 +43,8 @@ from harness.properties.strategies import (
 __all__ = [
     "COVERAGE",
     "DISCOVERY_IDEMPOTENCE",
+    "DONATION",
+    "HOST_COPY",
     "INVARIANTS",
     "OP_SHARDING_CACHE",
     "ROUND_TRIP",
@@ -47,6 +57,8 @@ __all__ = [
     "UnknownInvariant",
     "check_coverage",
     "check_discovery",
+    "check_donation",
+    "check_host_copy",
     "check_op_sharding",
     "check_preservation",
     "check_round_trip",

@@ -14,6 +14,7 @@ from typing import Any
 
 from hypothesis import strategies as st
 
+from harness.adapters import base
 from harness.properties.base import Invariant
 from harness.properties.strategies import choice, device_count, ints
 from harness.runtime import config, faults, kernels, topology
@@ -92,4 +93,5 @@ DISCOVERY_IDEMPOTENCE = Invariant(
     size=_work,
     max_size=2,
     max_examples=60,
+    needs=(base.DISCOVERY_COUNT,),
 )

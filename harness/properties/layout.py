@@ -17,26 +17,24 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import jax
 import numpy as np
 from hypothesis import strategies as st
 
+from harness import adapters
+from harness.adapters import base
 from harness.properties import strategies as pst
 from harness.properties.base import Invariant
 from harness.properties.specs import expected_sharding
 from harness.runtime import checkpoint, nn, sharding
 from harness.runtime.mesh import Mesh, normalize_spec
-from harness.runtime.tensor import Tensor, tensor
+from harness.runtime.tensor import Tensor
 
 # ------------------------------------------------------------------------------ helpers
 
 
 def _slices(index: tuple, shape: tuple[int, ...]) -> tuple[tuple[int, int], ...]:
     return tuple(s.indices(n)[:2] for s, n in zip(index, shape, strict=True))
-
-
-def _device_array(t: Tensor) -> Any:
-    storage = t._storage
-    return storage.node.data.array()
 
 
 def expected_read_back(spec: tuple[Any, ...]) -> tuple[Any, ...] | None:
@@ -70,36 +68,40 @@ def same_bits(a: np.ndarray, b: np.ndarray) -> bool:
 # ------------------------------------------------------------------------------ invariant 3
 
 
-def check_coverage(mesh: Mesh, spec: Any, shape: tuple[int, ...]) -> None:
+def check_coverage(mesh: Any, spec: Any, shape: tuple[int, ...]) -> None:
     """Each device holds exactly the slice JAX says it must, every element is held by exactly the
     replication count of devices, shard shapes agree with ``shard_shape``, and the runtime reports
-    the spec it was given."""
+    the spec it was given (any runtime under test: ``harness.adapters.current()``)."""
+    rt = adapters.current()
+    adapters.require(rt, base.TENSORS, base.SHARDING, base.SHARDING_READBACK)
     normal = normalize_spec(spec, len(shape), mesh)
     host = np.arange(math.prod(shape), dtype=np.int32).reshape(shape)
-    t = tensor(host)
-    sharding.mark_sharding(t, mesh, normal)
-    array = _device_array(t)
+    t = rt.mark_sharding(rt.tensor(host), mesh, normal)
     want = expected_sharding(mesh, normal)
-    wanted = want.devices_indices_map(shape)
+    order = {d: i for i, d in enumerate(sorted(jax.devices(), key=lambda d: (d.process_index, d.id)))}
+    wanted = {order[d]: index for d, index in want.devices_indices_map(shape).items()}
     shard_shape = want.shard_shape(shape)
     counts = np.zeros(shape, dtype=np.int64)
-    for shard in array.addressable_shards:
-        assert shard.device in wanted, f"{shard.device} holds a shard but is not in {mesh!r}"
-        got, exp = _slices(shard.index, shape), _slices(wanted[shard.device], shape)
-        assert got == exp, f"{mesh!r} spec {normal!r} shape {shape}: {shard.device} holds {got}, JAX says {exp}"
-        data = np.asarray(shard.data)
-        assert data.shape == shard_shape, f"{shard.device}: shard shape {data.shape}, JAX says {shard_shape}"
-        assert np.array_equal(data, host[wanted[shard.device]]), f"{shard.device}: shard values are not {exp}"
-        counts[wanted[shard.device]] += 1
-    if array.is_fully_addressable:
-        parts = math.prod(mesh.shape()[a] for e in normal if e is not None for a in ((e,) if isinstance(e, str) else e))
-        replicas = mesh.size() // parts
+    held = rt.device_shards(t)
+    for device, (index, data) in held.items():
+        assert device in wanted, f"device {device} holds a shard but is not in {mesh!r}"
+        got, exp = _slices(index, shape), _slices(wanted[device], shape)
+        assert got == exp, f"{mesh!r} spec {normal!r} shape {shape}: device {device} holds {got}, JAX says {exp}"
+        assert data.shape == shard_shape, f"device {device}: shard shape {data.shape}, JAX says {shard_shape}"
+        assert np.array_equal(data, host[wanted[device]]), f"device {device}: shard values are not {exp}"
+        counts[wanted[device]] += 1
+    if len(held) == len(wanted):  # every device addressable: count the copies of each element
+        sizes = pst.axis_sizes(mesh)
+        parts = math.prod(sizes[a] for e in normal if e is not None for a in ((e,) if isinstance(e, str) else e))
+        replicas = len(wanted) // parts
         assert (counts == replicas).all(), (
             f"{mesh!r} spec {normal!r} shape {shape}: elements held {sorted(set(counts.reshape(-1).tolist()))} "
             f"times, every one should be held {replicas} times"
         )
-    assert spelled(sharding.sharding_spec(t)) == expected_read_back(normal), (
-        f"sharding_spec reports {sharding.sharding_spec(t)!r} for a tensor marked {normal!r}"
+    reported = rt.sharding_spec(t)
+    trivial = all(n == 1 for n in _parts(mesh, normal, len(shape)))  # only size-1 axes: replicated
+    assert spelled(reported) == expected_read_back(normal) or (trivial and reported is None), (
+        f"the runtime reports {reported!r} for a tensor marked {normal!r}"
     )
 
 
@@ -131,30 +133,34 @@ class _Holder(nn.Module):
         self.w = nn.Parameter(value)
 
 
-def check_round_trip(mesh: Mesh, spec: Any, respec: Any, values: np.ndarray) -> None:
-    """host -> sharded -> host keeps every bit, also after re-sharding, after a checkpoint
-    save/load, and after loading that checkpoint into a model sharded another way."""
+def check_round_trip(mesh: Any, spec: Any, respec: Any, values: np.ndarray) -> None:
+    """host -> sharded -> host keeps every bit, also after re-sharding, after a checkpoint save/load, and (reference runtime) after loading that
+    checkpoint into a model sharded another way. Any runtime under test; the checkpoint steps
+    need its ``save`` capability."""
+    rt = adapters.current()
+    adapters.require(rt, base.TENSORS, base.SHARDING)
     ndim = values.ndim
     first, second = normalize_spec(spec, ndim, mesh), normalize_spec(respec, ndim, mesh)
-    host = values.copy()
-    t = tensor(host)
-    assert t.dtype == values.dtype, f"tensor() turned {values.dtype} into {t.dtype}"
-    _scribble(host)
-    assert same_bits(t.numpy(), values), (
-        f"the tensor changed when its host array was written after tensor() ({values.dtype}, {values.shape}): "
-        "the device buffer aliases the caller's memory"
-    )
-    sharding.mark_sharding(t, mesh, first)
-    back = t.numpy()
-    assert same_bits(back, values), f"host -> {first!r} -> host changed the value ({values.dtype}, {values.shape})"
-    sharding.mark_sharding(t, mesh, second)
-    assert same_bits(t.numpy(), values), f"re-sharding {first!r} -> {second!r} changed the value"
-    path = _scratch() / "roundtrip.xh"
+    t = rt.tensor(values)
+    back = rt.to_host(t)
+    assert back.dtype == values.dtype, f"the runtime turned {values.dtype} into {back.dtype}"
+    assert same_bits(back, values), f"host -> device -> host changed the value ({values.dtype}, {values.shape})"
+    t = rt.mark_sharding(t, mesh, first)
+    assert same_bits(rt.to_host(t), values), f"host -> {first!r} -> host changed the value ({values.dtype}, {values.shape})"
+    t = rt.mark_sharding(t, mesh, second)
+    assert same_bits(rt.to_host(t), values), f"re-sharding {first!r} -> {second!r} changed the value"
+    if base.SAVE not in rt.capabilities:
+        return
+    path = str(_scratch() / "roundtrip.xh")
+    rt.save({"w": t}, path)
+    assert same_bits(rt.load(path)["w"], values), f"a checkpoint changed the value ({values.dtype}, {values.shape})"
+    if rt.name != "reference":
+        return
     checkpoint.save({"w": t, "nested": [t.detach(), {"host": values}]}, path)
     loaded = checkpoint.load(path)
     for where, value in (("w", loaded["w"]), ("nested[0]", loaded["nested"][0]), ("nested[1]", loaded["nested"][1]["host"])):
-        host = value.numpy() if isinstance(value, Tensor) else np.asarray(value)
-        assert same_bits(host, values), f"checkpoint entry {where} changed the value ({values.dtype}, {values.shape})"
+        got = value.numpy() if isinstance(value, Tensor) else np.asarray(value)
+        assert same_bits(got, values), f"checkpoint entry {where} changed the value ({values.dtype}, {values.shape})"
     model = _Holder(np.zeros_like(values))
     sharding.mark_sharding(model.w, mesh, first)
     model.load_state_dict({"w": loaded["w"]})
@@ -177,7 +183,7 @@ def _round_trip_examples(draw: st.DrawFn) -> dict[str, Any]:
 
 
 def _parts(mesh: Mesh, spec: Any, ndim: int) -> list[int]:
-    sizes = mesh.shape()
+    sizes = pst.axis_sizes(mesh)
     normal = normalize_spec(spec, ndim, mesh)
     return [math.prod(sizes[a] for a in ((e,) if isinstance(e, str) else e)) if e is not None else 1 for e in normal]
 
@@ -193,6 +199,7 @@ COVERAGE = Invariant(
     examples=_coverage_examples,
     size=_dims_and_axes,
     max_examples=60,
+    needs=(base.TENSORS, base.SHARDING, base.SHARDING_READBACK),
 )
 
 ROUND_TRIP = Invariant(
@@ -202,4 +209,41 @@ ROUND_TRIP = Invariant(
     examples=_round_trip_examples,
     size=_values_size,
     max_examples=60,
+    needs=(base.TENSORS, base.SHARDING),
+)
+
+
+# ------------------------------------------------------------------------------ invariant 4b
+
+
+def check_host_copy(values: np.ndarray) -> None:
+    """A tensor made from a host array holds a copy: the caller writing its array afterwards
+    (reusing a buffer, as data loaders do) leaves the tensor alone. XLA on CPU can adopt a suitably
+    aligned host buffer without copying, so a runtime must copy (or hand over a read-only view)."""
+    rt = adapters.current()
+    adapters.require(rt, base.TENSORS)
+    for _ in range(4):  # fresh buffers: whether one is adopted depends on its alignment
+        host = values.copy()
+        t = rt.tensor(host)
+        _scribble(host)
+        assert same_bits(rt.to_host(t), values), (
+            f"the tensor changed when its host array was written after it was made ({values.dtype}, {values.shape}): "
+            "the device buffer aliases the caller's memory"
+        )
+
+
+@st.composite
+def _host_copy_examples(draw: st.DrawFn) -> dict[str, Any]:
+    shape = tuple(draw(st.lists(pst.ints(1, 64), max_size=2)))
+    return {"values": draw(pst.host_arrays(shape, draw(pst.dtypes())))}
+
+
+HOST_COPY = Invariant(
+    id="host-copy",
+    title="a tensor made from a host array holds a copy of it",
+    check=check_host_copy,
+    examples=_host_copy_examples,
+    size=lambda example: int(example["values"].size),
+    max_examples=40,
+    needs=(base.TENSORS,),
 )

@@ -35,12 +35,11 @@ import numpy as np
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
+from harness import adapters
+from harness.adapters import base
 from harness.properties.base import Invariant
 from harness.properties.model import BASE_SHAPE, AliasModel, view_index, view_kinds, view_shape
-from harness.runtime import checkpoint, config, executor, faults, step
-from harness.runtime.accumulation import collect_loop_inputs
-from harness.runtime.errors import DonatedBufferError
-from harness.runtime.tensor import Tensor, tensor
+from harness.runtime import config, faults
 
 MAX_TENSORS = 12
 SCALARS = (1.0, 2.0, -1.0, 0.5)
@@ -171,21 +170,26 @@ def _initial(seed: int) -> np.ndarray:
 
 
 class Interpreter:
-    """Runs operations on the runtime and on the model in lockstep and compares them."""
+    """Runs operations on the runtime under test and on the model in lockstep and compares them.
+
+    An operation that needs a capability the runtime lacks (grabbing buffers, asynchronous syncs,
+    checkpoints) is recorded as skipped and changes neither side."""
 
     def __init__(self) -> None:
+        self.rt = adapters.current()
         self.model = AliasModel()
-        self.tensors: list[Tensor] = []
+        self.tensors: list[Any] = []
         self.grabbed: list[tuple[Any, np.ndarray]] = []
         self.done: list[Op] = []
+        self.skipped: set[str] = set()
         self._dir = tempfile.TemporaryDirectory(prefix="xharness-machine-")
         self._saves = 0
-        self._add(tensor(_initial(0)), self.model.create(_initial(0)))
+        self._add(self.rt.tensor(_initial(0)), self.model.create(_initial(0)))
 
     def close(self) -> None:
         self._dir.cleanup()
 
-    def _add(self, t: Tensor, index: int) -> None:
+    def _add(self, t: Any, index: int) -> None:
         assert index == len(self.tensors)
         self.tensors.append(t)
 
@@ -195,8 +199,15 @@ class Interpreter:
     def _room(self) -> bool:
         return len(self.tensors) < MAX_TENSORS
 
+    def _can(self, capability: str) -> bool:
+        if capability in self.rt.capabilities:
+            return True
+        self.skipped.add(capability)
+        return False
+
     def _where(self) -> str:
-        return f"after {self.done} (functionalization {config.options.functionalization}, param_aliasing {config.options.param_aliasing})"
+        options = f"functionalization {config.options.functionalization}, param_aliasing {config.options.param_aliasing}"
+        return f"after {self.done} ({self.rt.name}; {options})"
 
     def _expect(self, i: int, got: np.ndarray, what: str) -> None:
         want = self.model.read(i)
@@ -206,81 +217,78 @@ class Interpreter:
 
     def apply(self, op: Op) -> None:
         self.done.append(op)
-        m, ts = self.model, self.tensors
+        m, ts, rt = self.model, self.tensors, self.rt
         if isinstance(op, Create):
             if self._room():
-                self._add(tensor(_initial(op.seed)), m.create(_initial(op.seed)))
+                self._add(rt.tensor(_initial(op.seed)), m.create(_initial(op.seed)))
         elif isinstance(op, Alias):
             if self._room():
                 i = self._t(op.src)
                 kinds = view_kinds(m.shape(i))
                 kind = kinds[op.kind % len(kinds)]
-                self._add(_runtime_view(ts[i], kind), m.alias(i, kind))
+                self._add(_runtime_view(rt, ts[i], kind, m.shape(i)), m.alias(i, kind))
         elif isinstance(op, InPlace):
             i = self._t(op.dst)
-            getattr(ts[i], f"{op.op}_")(op.scalar)
-            value = m.read(i)
-            m.write(i, {"add": value + np.float32(op.scalar), "sub": value - np.float32(op.scalar), "mul": value * np.float32(op.scalar)}[op.op])
+            rt.inplace(ts[i], op.op, op.scalar)
+            value, scalar = m.read(i), np.float32(op.scalar)
+            m.write(i, {"add": value + scalar, "sub": value - scalar, "mul": value * scalar}[op.op])
         elif isinstance(op, InPlaceTensor):
             i, j = self._t(op.dst), self._t(op.src)
             if m.shape(j) != m.shape(i):
                 j = i
             source = m.read(j)
-            if op.op == "add":
-                ts[i].add_(ts[j])
-                m.write(i, m.read(i) + source)
-            else:
-                ts[i].copy_(ts[j])
-                m.write(i, source)
+            rt.inplace(ts[i], op.op, ts[j])
+            m.write(i, m.read(i) + source if op.op == "add" else source)
         elif isinstance(op, Derive):
             if self._room():
                 i = self._t(op.src)
-                self._add(ts[i] * 2.0 + 1.0, m.create(m.read(i) * np.float32(2) + np.float32(1)))
+                self._add(rt.derive(ts[i]), m.create(m.read(i) * np.float32(2) + np.float32(1)))
         elif isinstance(op, MarkStep):
-            step.mark_step()
+            rt.step()
         elif isinstance(op, Sync):
-            step.sync([ts[self._t(r)] for r in op.targets], wait=op.wait)
+            if op.wait or self._can(base.ASYNC_SYNC):
+                rt.sync([ts[self._t(r)] for r in op.targets], op.wait)
         elif isinstance(op, Wait):
-            step.wait_device_ops()
+            if self._can(base.ASYNC_SYNC):
+                rt.wait()
         elif isinstance(op, Read):
             i = self._t(op.target)
-            self._expect(i, ts[i].numpy(), "reading")
+            self._expect(i, rt.to_host(ts[i]), "reading")
         elif isinstance(op, SaveLoad):
-            self._save_load(sorted({self._t(r) for r in op.targets}))
+            if self._can(base.SAVE):
+                self._save_load(sorted({self._t(r) for r in op.targets}))
         elif isinstance(op, Grab):
-            i = self._t(op.target)
-            ts[i].numpy()
-            (data,) = step.device_data([ts[i]])
-            self.grabbed.append((data, executor.to_host(data).copy()))
+            if self._can(base.DONATION):
+                i = self._t(op.target)
+                handle = rt.grab(ts[i])
+                value = rt.read_grabbed(handle)
+                assert value is not None, f"a buffer grabbed just now reads as donated {self._where()}"
+                self.grabbed.append((handle, value.copy()))  # the storage's buffer, not the view's
         elif isinstance(op, CollectHandles):
-            chosen = [ts[self._t(r)] for r in op.targets]
-            for data in collect_loop_inputs(chosen):
-                assert not data.is_placeholder, f"collected an unfilled placeholder {self._where()}"
+            if self._can(base.ASYNC_SYNC):
+                rt.collect_handles([ts[self._t(r)] for r in op.targets])
         else:  # pragma: no cover - the vocabulary is closed
             raise TypeError(op)
 
     def _save_load(self, chosen: list[int]) -> None:
         self._saves += 1
-        path = Path(self._dir.name) / f"{self._saves}.xh"
-        checkpoint.save({str(i): self.tensors[i] for i in chosen}, path)
-        loaded = checkpoint.load(path)
+        path = str(Path(self._dir.name) / f"{self._saves}.xh")
+        self.rt.save({str(i): self.tensors[i] for i in chosen}, path)
+        loaded = self.rt.load(path)
         for i in chosen:
-            self._expect(i, loaded[str(i)].numpy(), "the checkpoint of")
+            self._expect(i, np.asarray(loaded[str(i)]), "the checkpoint of")
             if self._room():
-                self._add(loaded[str(i)], self.model.create(self.model.read(i)))
+                self._add(self.rt.tensor(np.asarray(loaded[str(i)])), self.model.create(self.model.read(i)))
 
     def check_materialized(self) -> None:
         """Every tensor that is device data holds the model's value; every grabbed buffer holds
-        what it held, or raises ``DonatedBufferError``."""
+        what it held, or raises the runtime's own clear error for a donated buffer."""
         for i, t in enumerate(self.tensors):
-            if not t._storage.pending:
-                self._expect(i, t.numpy(), "device data of")
-        for k, (data, value) in enumerate(self.grabbed):
-            if data.is_placeholder:
-                continue
-            try:
-                now = executor.to_host(data)
-            except DonatedBufferError:
+            if self.rt.materialized(t):
+                self._expect(i, self.rt.to_host(t), "device data of")
+        for k, (handle, value) in enumerate(self.grabbed):
+            now = self.rt.read_grabbed(handle)
+            if now is None:
                 continue
             assert np.array_equal(now, value), (
                 f"grabbed buffer {k} {self._where()} now reads {now.tolist()}, it held {value.tolist()}"
@@ -289,18 +297,19 @@ class Interpreter:
     def check_all(self) -> None:
         """Read every tensor (syncing what is pending) and compare with the model."""
         for i, t in enumerate(self.tensors):
-            self._expect(i, t.numpy(), "reading")
-        step.wait_device_ops()
+            self._expect(i, self.rt.to_host(t), "reading")
+        if base.ASYNC_SYNC in self.rt.capabilities:
+            self.rt.wait()
 
 
-def _runtime_view(t: Tensor, kind: str) -> Tensor:
+def _runtime_view(rt: Any, t: Any, kind: str, shape: tuple[int, ...]) -> Any:
     if kind == "detach":
-        return t.detach()
+        return rt.alias(t, "detach")
     if kind in ("reshape", "flatten"):
-        return t.view(view_shape(kind, t.shape))
+        return rt.alias(t, "reshape", view_shape(kind, shape))
     if kind == "transpose":
-        return t.T
-    return t[view_index(kind, t.shape)]
+        return rt.alias(t, "transpose")
+    return rt.alias(t, "index", view_index(kind, shape))
 
 
 def run_program(functionalization: bool, param_aliasing: bool, program: list[Op]) -> None:
@@ -325,6 +334,7 @@ SYNC_ALIASING = Invariant(
     size=lambda example: len(example["program"]),
     max_size=5,
     max_examples=100,
+    needs=(base.TENSORS, base.ALIASING, base.STEP),
 )
 
 

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 from hypothesis import strategies as st
 
+from harness.adapters import base
 from harness.properties import strategies as pst
 from harness.properties.base import Invariant
 from harness.properties.layout import expected_read_back, spelled
@@ -122,4 +123,5 @@ SHARDING_PRESERVATION = Invariant(
     max_size=3,
     max_examples=40,
     min_devices=2,
+    needs=(base.TRAINING, base.SHARDING_READBACK),
 )

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from harness.properties.base import Invariant
 from harness.properties.discovery import DISCOVERY_IDEMPOTENCE
-from harness.properties.layout import COVERAGE, ROUND_TRIP
+from harness.properties.donation import DONATION
+from harness.properties.layout import COVERAGE, HOST_COPY, ROUND_TRIP
 from harness.properties.machine import SYNC_ALIASING
 from harness.properties.preservation import SHARDING_PRESERVATION
 from harness.properties.specs import OP_SHARDING_CACHE, SPEC_NORMALIZATION
@@ -14,9 +15,11 @@ INVARIANTS: tuple[Invariant, ...] = (
     OP_SHARDING_CACHE,
     COVERAGE,
     ROUND_TRIP,
+    HOST_COPY,
     SHARDING_PRESERVATION,
     SYNC_ALIASING,
     DISCOVERY_IDEMPOTENCE,
+    DONATION,
 )
 
 

@@ -10,6 +10,7 @@ Python over cached objects: no device transfer, so hypothesis can try thousands 
 from __future__ import annotations
 
 import functools
+import math
 from typing import Any
 
 import jax
@@ -18,6 +19,8 @@ from hypothesis import strategies as st
 from jax.sharding import Mesh as JaxMesh
 from jax.sharding import NamedSharding, PartitionSpec
 
+from harness import adapters
+from harness.adapters import base
 from harness.properties import strategies as pst
 from harness.properties.base import Invariant
 from harness.runtime import faults, fsdp, ir
@@ -47,10 +50,12 @@ def shaped(shape: tuple[int, ...]) -> Tensor:
     return Tensor._from_node(ir.Node("broadcast_to", (zero,), (tuple(shape),)))
 
 
-def jax_grid(mesh: Mesh) -> np.ndarray:
+def jax_grid(mesh: Any) -> np.ndarray:
     """The mesh's device grid built from JAX's device list, not from the runtime's topology, so
-    a differential check does not trust the code under test for the device order."""
-    return _grid(mesh.device_ids, mesh.mesh_shape)
+    a differential check does not trust the code under test for the device order. (For another
+    runtime under test, device k of its order is JAX's k-th device: only the layout matters.)"""
+    ids, shape, _ = pst.layout_of(mesh)
+    return _grid(ids, shape)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -61,9 +66,9 @@ def _grid(ids: tuple[int, ...], shape: tuple[int, ...]) -> np.ndarray:
     return grid
 
 
-def expected_sharding(mesh: Mesh, spec: tuple[Any, ...]) -> NamedSharding:
+def expected_sharding(mesh: Any, spec: tuple[Any, ...]) -> NamedSharding:
     """What JAX itself builds for ``spec`` over the mesh's devices (cached per layout)."""
-    return _expected(mesh.device_ids, mesh.mesh_shape, mesh.axis_names, spec)
+    return _expected(*pst.layout_of(mesh), spec)
 
 
 @functools.lru_cache(maxsize=8192)
@@ -76,20 +81,23 @@ def _jax_mesh(ids: tuple[int, ...], shape: tuple[int, ...], names: tuple[str, ..
     return JaxMesh(_grid(ids, shape), names)
 
 
-def _check_prepared(mesh: Mesh, shape: tuple[int, ...]) -> tuple[Any, ...] | None:
-    """FSDPv2's spec for a parameter of ``shape``: a hashable, normal tuple of that rank that
-    shards the first dimension the ``fsdp`` axis divides (None when the mesh has no such axis)."""
+def _check_prepared(mesh: Any, shape: tuple[int, ...]) -> tuple[Any, ...] | None:
+    """FSDPv2's spec for a parameter of ``shape``: a hashable, normal tuple of that rank that uses
+    the ``fsdp`` axis at most once (None when the mesh has no such axis). The reference runtime
+    must also shard the first dimension the axis divides (its documented choice)."""
     if fsdp.FSDP_AXIS not in mesh.axis_names:
         return None
-    prepared = fsdp.prepare_partition_spec(shaped(shape), mesh)
+    rt = adapters.current()
+    prepared = rt.prepare_fsdp_spec(shape, mesh)
     assert type(prepared) is tuple, f"FSDPv2 prepared {prepared!r} for a {len(shape)}-d parameter: not a tuple"
     hash(prepared)
     assert len(prepared) == len(shape), f"FSDPv2 prepared {prepared!r} for a {len(shape)}-d parameter"
     assert normalize_spec(prepared, len(shape), mesh) == prepared, f"FSDPv2 prepared the non-normal {prepared!r}"
-    size = mesh.shape()[fsdp.FSDP_AXIS]
-    first = next((d for d, n in enumerate(shape) if n % size == 0), None)
-    wanted = tuple(fsdp.FSDP_AXIS if d == first else None for d in range(len(shape)))
-    assert prepared == wanted, f"FSDPv2 prepared {prepared!r} for shape {shape} on fsdp={size}, expected {wanted!r}"
+    if rt.name == "reference":
+        size = pst.axis_sizes(mesh)[fsdp.FSDP_AXIS]
+        first = next((d for d, n in enumerate(shape) if n % size == 0), None)
+        wanted = tuple(fsdp.FSDP_AXIS if d == first else None for d in range(len(shape)))
+        assert prepared == wanted, f"FSDPv2 prepared {prepared!r} for shape {shape} on fsdp={size}, expected {wanted!r}"
     return prepared
 
 
@@ -129,7 +137,8 @@ def check_spec_normalization(mesh: Mesh, spec: Any, ndim: int, malformed: Any = 
     assert _meaning(normal) == padded, f"normalize_spec({spec!r}) = {normal!r} changed its meaning"
     used = [a for e in normal for a in _axes_of(e)]
     assert len(used) == len(set(used)), f"{normal!r} uses an axis twice"
-    _check_prepared(mesh, (mesh.size(),) * ndim)
+    size = math.prod(pst.axis_sizes(mesh).values())
+    _check_prepared(mesh, (size,) * ndim)
     _check_prepared(mesh, tuple(range(1, ndim + 1)))
     if malformed is not None:
         try:
@@ -165,18 +174,27 @@ SPEC_NORMALIZATION = Invariant(
     max_size=1,
     max_examples=200,
     isolate=False,
+    needs=(base.FSDP,),
 )
 
 
 # ------------------------------------------------------------------------------ invariant 2
 
 
-def check_op_sharding(mesh: Mesh, spec: Any, ndim: int, other: Mesh) -> None:
-    """``Mesh.get_op_sharding`` takes every normalized spec (FSDPv2's included), gives equivalent
-    shardings for equivalent spellings and equal meshes, matches a sharding built by JAX from the
-    same device grid, and never answers for one mesh with another mesh's sharding."""
+def check_op_sharding(mesh: Any, spec: Any, ndim: int, other: Any) -> None:
+    """``Mesh.get_op_sharding`` takes every normalized spec (FSDPv2's included, exactly as
+    prepared), gives equivalent shardings for equivalent spellings and equal meshes, matches a
+    sharding built by JAX from the same device grid, and never answers for one mesh with another
+    mesh's sharding. (Against a runtime whose shardings are not JAX's, only the first holds.)"""
+    rt = adapters.current()
     normal = normalize_spec(spec, ndim, mesh)
-    got = mesh.get_op_sharding(normal)
+    got = rt.op_sharding(mesh, normal)
+    if fsdp.FSDP_AXIS in mesh.axis_names:  # FSDPv2's spec goes to the cache as prepared, unchecked
+        size = math.prod(pst.axis_sizes(mesh).values())
+        for shape in ((size,) * ndim, tuple(range(1, ndim + 1))):
+            rt.op_sharding(mesh, rt.prepare_fsdp_spec(shape, mesh))
+    if not isinstance(got, NamedSharding):
+        return
     want = expected_sharding(mesh, normal)
     assert got.is_equivalent_to(want, ndim), f"{mesh!r} spec {normal!r}: got {got}, JAX builds {want}"
     assert tuple(got.mesh.axis_names) == mesh.axis_names, f"sharding on axes {got.mesh.axis_names}, mesh has {mesh.axis_names}"
@@ -184,23 +202,21 @@ def check_op_sharding(mesh: Mesh, spec: Any, ndim: int, other: Mesh) -> None:
     short = normal
     while short and short[-1] is None:
         short = short[:-1]
-    twin = Mesh(mesh.device_ids, mesh.mesh_shape, mesh.axis_names)
+    ids, shape, names = pst.layout_of(mesh)
+    twin = rt.mesh(ids, shape, names)
     for variant in (short, tuple(e[0] if type(e) is tuple and len(e) == 1 else e for e in normal)):
         for m in (mesh, twin):
-            alt = m.get_op_sharding(variant)
+            alt = rt.op_sharding(m, variant)
             assert alt.is_equivalent_to(got, ndim), f"{variant!r} and {normal!r} mean the same, shardings differ"
-    names = dict(zip(mesh.axis_names, other.axis_names, strict=True))
-    translated = tuple(None if e is None else names[e] if isinstance(e, str) else tuple(names[a] for a in e) for e in normal)
-    theirs = other.get_op_sharding(translated)
+    renamed = dict(zip(mesh.axis_names, other.axis_names, strict=True))
+    translated = tuple(None if e is None else renamed[e] if isinstance(e, str) else tuple(renamed[a] for a in e) for e in normal)
+    theirs = rt.op_sharding(other, translated)
     assert tuple(theirs.mesh.axis_names) == other.axis_names, (
         f"{other!r} got a sharding over axes {theirs.mesh.axis_names}: another mesh's cached answer"
     )
     assert (theirs.mesh.devices == jax_grid(other)).all(), (
-        f"{other!r} (devices {other.device_ids}) got a sharding over another device order: another mesh's cached answer"
+        f"{other!r} (devices {pst.layout_of(other)[0]}) got a sharding over another device order: another mesh's cached answer"
     )
-    if fsdp.FSDP_AXIS in mesh.axis_names:  # FSDPv2's spec goes to the cache as prepared, unchecked
-        for shape in ((mesh.size(),) * ndim, tuple(range(1, ndim + 1))):
-            mesh.get_op_sharding(fsdp.prepare_partition_spec(shaped(shape), mesh))
 
 
 @st.composite
@@ -209,11 +225,12 @@ def _op_sharding_examples(draw: st.DrawFn) -> dict[str, Any]:
     ndim = draw(pst.ints(0, 4))
     spec = draw(pst.partition_specs(mesh, ndim))
     how = draw(pst.choice(("device-order", "axis-names")))
+    ids, shape, names = pst.layout_of(mesh)
+    rt = adapters.current()
     if how == "device-order":
-        other = Mesh(draw(pst.perm(mesh.device_ids)), mesh.mesh_shape, mesh.axis_names)
+        other = rt.mesh(tuple(draw(pst.perm(ids))), shape, names)
     else:
-        renamed = tuple(f"{a}_" for a in mesh.axis_names)
-        other = Mesh(mesh.device_ids, mesh.mesh_shape, renamed)
+        other = rt.mesh(ids, shape, tuple(f"{a}_" for a in names))
     return {"mesh": mesh, "spec": spec, "ndim": ndim, "other": other}
 
 
@@ -227,4 +244,5 @@ OP_SHARDING_CACHE = Invariant(
     max_size=1,
     max_examples=200,
     isolate=False,
+    needs=(base.OP_SHARDING, base.FSDP),
 )

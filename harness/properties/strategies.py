@@ -38,10 +38,33 @@ DTYPES: tuple[str, ...] = ("float32", "bfloat16", "float16", "int32", "bool")
 
 
 def device_count() -> int:
-    """Devices of this process' runtime (starts JAX's backend)."""
-    from harness.runtime import topology
+    """Devices of the runtime under test in this process (``harness.adapters.current()``)."""
+    from harness.adapters import current
 
-    return topology.discover().device_count
+    return current().device_count()
+
+
+def runtime_name() -> str:
+    from harness.adapters import current
+
+    return current().name
+
+
+def layout_of(mesh: Any) -> tuple[tuple[int, ...], tuple[int, ...], tuple[str, ...]]:
+    """(device ids, mesh shape, axis names) of a mesh of any runtime under test: the reference
+    runtime's and PyTorch/XLA's meshes carry them; a JAX mesh holds devices, whose ids are their
+    positions in JAX's (process-major) device order."""
+    import jax
+
+    if not isinstance(mesh, jax.sharding.Mesh):
+        return tuple(int(i) for i in np.asarray(mesh.device_ids).reshape(-1)), tuple(mesh.mesh_shape), tuple(mesh.axis_names)
+    order = {d: i for i, d in enumerate(sorted(jax.devices(), key=lambda d: (d.process_index, d.id)))}
+    return tuple(order[d] for d in mesh.devices.flat), tuple(mesh.devices.shape), tuple(mesh.axis_names)
+
+
+def axis_sizes(mesh: Any) -> dict[str, int]:
+    _, shape, names = layout_of(mesh)
+    return dict(zip(names, shape, strict=True))
 
 
 @lru_cache(maxsize=64)
@@ -82,11 +105,12 @@ def perm(items: tuple[Any, ...]) -> st.SearchStrategy[list[Any]]:
 
 
 @lru_cache(maxsize=4096)
-def _mesh(ids: tuple[int, ...], shape: tuple[int, ...], names: tuple[str, ...]) -> Any:
-    """One ``Mesh`` object per layout, so its JAX mesh and cached shardings are built once."""
-    from harness.runtime.mesh import Mesh
+def _mesh(runtime: str, ids: tuple[int, ...], shape: tuple[int, ...], names: tuple[str, ...]) -> Any:
+    """One mesh object per runtime and layout, so its JAX mesh and cached shardings are built once
+    (an ``xr.Mesh`` for the reference runtime, the runtime's own mesh for the others)."""
+    from harness.adapters import get
 
-    return Mesh(ids, shape, names)
+    return get(runtime).mesh(ids, shape, names)
 
 
 def unrank_permutation(rank: int, n: int) -> tuple[int, ...]:
@@ -115,10 +139,10 @@ def _layouts(
 
 
 @st.composite
-def _draw_mesh(data: st.DrawFn, n: int, layouts: tuple[tuple[tuple[int, ...], tuple[str, ...]], ...]) -> Any:
+def _draw_mesh(data: st.DrawFn, runtime: str, n: int, layouts: tuple[tuple[tuple[int, ...], tuple[str, ...]], ...]) -> Any:
     shape, names = layouts[data(ints(0, len(layouts) - 1))]
     ids = unrank_permutation(data(ints(0, math.factorial(n) - 1)), n)
-    return _mesh(ids, shape, names)
+    return _mesh(runtime, ids, shape, names)
 
 
 def meshes(
@@ -128,18 +152,19 @@ def meshes(
     axis_names: Sequence[str] = AXIS_NAMES,
     require_axes: Sequence[str] = (),
 ) -> st.SearchStrategy[Any]:
-    """``xr.Mesh`` objects over every device of the process.
+    """Meshes of the runtime under test over every device of the process (``xr.Mesh`` for the
+    reference runtime).
 
     An SPMD mesh of the reference runtime covers every device once, so ``max_devices`` below the
     device count cannot be honoured and is refused, as is one above it. ``require_axes`` forces
     names onto the mesh (``("fsdp",)`` for FSDPv2), the rest are drawn from ``axis_names``.
     """
-    return _meshes(max_devices, max_axes, tuple(axis_names), tuple(require_axes))
+    return _meshes(runtime_name(), max_devices, max_axes, tuple(axis_names), tuple(require_axes))
 
 
 @lru_cache(maxsize=64)
 def _meshes(
-    max_devices: int | None, max_axes: int, axis_names: tuple[str, ...], require_axes: tuple[str, ...]
+    runtime: str, max_devices: int | None, max_axes: int, axis_names: tuple[str, ...], require_axes: tuple[str, ...]
 ) -> st.SearchStrategy[Any]:
     n = device_count()
     if max_devices is not None:
@@ -158,7 +183,7 @@ def _meshes(
     shapes = tuple(s for s in factorizations(n, max_axes) if len(s) >= len(require_axes))
     if not shapes:
         raise ValueError(f"meshes(require_axes={require_axes}): more axes than max_axes={max_axes}")
-    return _draw_mesh(n, _layouts(n, shapes, names, require_axes))
+    return _draw_mesh(runtime, n, _layouts(n, shapes, names, require_axes))
 
 
 @lru_cache(maxsize=256)
@@ -230,7 +255,7 @@ def _partition_specs(mesh: Any, ndim: int, forms: tuple[str, ...], axes: tuple[s
 
 def _parts(mesh: Any, spec: Any) -> list[int]:
     """How many pieces each dimension is split into (validates the spec against the mesh)."""
-    sizes = mesh.shape()
+    sizes = axis_sizes(mesh)
     out = []
     for entry in spec:
         axes = () if entry is None else (entry,) if isinstance(entry, str) else tuple(entry)

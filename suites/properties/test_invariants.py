@@ -12,6 +12,8 @@ import pytest
 from harness.properties import (
     COVERAGE,
     DISCOVERY_IDEMPOTENCE,
+    DONATION,
+    HOST_COPY,
     OP_SHARDING_CACHE,
     ROUND_TRIP,
     SHARDING_PRESERVATION,
@@ -23,6 +25,8 @@ test_spec_normalization = pytest.mark.multiprocess(SPEC_NORMALIZATION.hypothesis
 test_op_sharding_cache = pytest.mark.multiprocess(OP_SHARDING_CACHE.hypothesis_test())
 test_coverage = pytest.mark.multiprocess(COVERAGE.hypothesis_test())
 test_round_trip = ROUND_TRIP.hypothesis_test()
+test_host_copy = HOST_COPY.hypothesis_test()
 test_sharding_preservation = SHARDING_PRESERVATION.hypothesis_test()
 test_sync_aliasing = SYNC_ALIASING.hypothesis_test()
 test_discovery_idempotence = pytest.mark.multiprocess(DISCOVERY_IDEMPOTENCE.hypothesis_test())
+test_donation = DONATION.hypothesis_test()

@@ -1,0 +1,126 @@
+"""The reference runtime (``harness.runtime``) as a runtime under test: every capability, and the
+fault switches the catalog's teeth are measured with."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from harness.adapters import base
+
+
+class ReferenceAdapter(base.BaseAdapter):
+    name = "reference"
+    capabilities = frozenset(base.CAPABILITIES)
+
+    def __init__(self) -> None:
+        import harness.runtime as xr
+
+        self.xr = xr
+
+    def version(self) -> str:
+        from importlib.metadata import version
+
+        return version("xharness")
+
+    def device_count(self) -> int:
+        return self.xr.discover().device_count
+
+    def tensor(self, host: np.ndarray) -> Any:
+        return self.xr.tensor(host, dtype=host.dtype)
+
+    def to_host(self, t: Any) -> np.ndarray:
+        return t.numpy()
+
+    def mesh(self, device_ids: Sequence[int], shape: Sequence[int], axis_names: Sequence[str]) -> Any:
+        return self.xr.Mesh(list(device_ids), tuple(shape), tuple(axis_names))
+
+    def mark_sharding(self, t: Any, mesh: Any, spec: tuple[Any, ...]) -> Any:
+        return self.xr.mark_sharding(t, mesh, spec)
+
+    def sharding_spec(self, t: Any) -> tuple[Any, ...] | None:
+        return self.xr.sharding_spec(t)
+
+    def device_shards(self, t: Any) -> dict[int, tuple[tuple[slice, ...], np.ndarray]]:
+        if t._storage.pending:
+            self.xr.sync([t], wait=True)
+        (data,) = self.xr.device_data([t])
+        order = {d: i for i, d in enumerate(self.xr.discover().devices)}
+        return {order[s.device]: (s.index, np.asarray(s.data)) for s in data.array().addressable_shards}
+
+    def donate(self, t: Any) -> Any:
+        previous = self.xr.configure(param_aliasing=True)
+        try:
+            t.add_(1)
+            self.xr.mark_step(wait=True)
+        finally:
+            self.xr.configure(param_aliasing=previous.param_aliasing)
+        return t
+
+    def materialized(self, t: Any) -> bool:
+        return not t._storage.pending and not t._views
+
+    def step(self) -> None:
+        self.xr.mark_step()
+
+    def sync(self, tensors: Sequence[Any], wait: bool) -> None:
+        self.xr.sync(list(tensors), wait=wait)
+
+    def wait(self) -> None:
+        self.xr.wait_device_ops()
+
+    def alias(self, t: Any, kind: str, arg: Any = None) -> Any:
+        if kind == "detach":
+            return t.detach()
+        if kind == "reshape":
+            return t.view(tuple(arg))
+        if kind == "transpose":
+            return t.T if arg is None else t.permute(*arg)
+        if kind == "index":
+            return t[arg]
+        raise ValueError(f"unknown alias kind {kind!r}")
+
+    def inplace(self, t: Any, op: str, other: Any) -> None:
+        getattr(t, f"{op}_")(other)
+
+    def derive(self, t: Any) -> Any:
+        return t * 2.0 + 1.0
+
+    def save(self, tensors: dict[str, Any], path: str) -> None:
+        self.xr.save(tensors, path)
+
+    def load(self, path: str) -> dict[str, np.ndarray]:
+        return {k: v.numpy() if isinstance(v, self.xr.Tensor) else np.asarray(v) for k, v in self.xr.load(path).items()}
+
+    def grab(self, t: Any) -> Any:
+        t.numpy()
+        (data,) = self.xr.device_data([t])
+        return data
+
+    def read_grabbed(self, handle: Any) -> np.ndarray | None:
+        from harness.runtime import executor
+
+        try:
+            return executor.to_host(handle)
+        except self.xr.DonatedBufferError:
+            return None
+
+    def collect_handles(self, tensors: Sequence[Any]) -> list[Any]:
+        from harness.runtime.accumulation import collect_loop_inputs
+
+        handles = collect_loop_inputs(list(tensors))
+        assert not any(h.is_placeholder for h in handles), "collected an unfilled placeholder"
+        return handles
+
+    def discovery_count(self) -> int:
+        return self.xr.discovery_count()
+
+    def prepare_fsdp_spec(self, shape: tuple[int, ...], mesh: Any) -> Any:
+        from harness.properties.specs import shaped
+
+        return self.xr.fsdp.prepare_partition_spec(shaped(shape), mesh)
+
+    def op_sharding(self, mesh: Any, spec: Any) -> Any:
+        return mesh.get_op_sharding(spec)

@@ -1,0 +1,61 @@
+"""Invariant 8: a donated buffer is gone, and saying so is the runtime's job.
+
+Donation lets a step reuse an input's memory for its output (PyTorch/XLA's parameter aliasing,
+``donate_argnums`` in JAX). Afterwards the old buffer is deleted; a handle that still points at it
+must raise the runtime's own clear error when read (the reference runtime's
+``DonatedBufferError``, JAX's "Array has been deleted"), never return whatever the memory now
+holds, and the step's result must be right.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from hypothesis import strategies as st
+
+from harness import adapters
+from harness.adapters import base
+from harness.properties import strategies as pst
+from harness.properties.base import Invariant
+
+
+def check_donation(values: np.ndarray, read_first: bool) -> None:
+    """Donating a tensor's buffer deletes it: reading a handle to it raises the runtime's own
+    error. A buffer the host has read may still be referenced by that read (XLA on CPU hands out
+    zero-copy views), so the runtime may keep it instead; then it must still hold its old value."""
+    rt = adapters.current()
+    t = rt.tensor(values)
+    handle = rt.grab(t)
+    if read_first:
+        before = rt.read_grabbed(handle)
+        assert before is not None and np.array_equal(before, values), "a buffer grabbed before any step reads wrong"
+    result = rt.donate(t)
+    assert np.array_equal(rt.to_host(result), values + 1), "the donating step computed the wrong value"
+    after = rt.read_grabbed(handle)  # raises for anything but the runtime's own clear error
+    if read_first:
+        assert after is None or np.array_equal(after, values), (
+            f"the donated buffer reads {after.tolist()}, neither deleted nor its old value"
+        )
+    else:
+        assert after is None, (
+            f"the donated buffer still reads {after.tolist()} ({rt.name} {rt.version()}): donation did "
+            "not delete it"
+        )
+
+
+@st.composite
+def _donation_examples(draw: st.DrawFn) -> dict[str, Any]:
+    shape = tuple(draw(st.lists(pst.ints(1, 8), max_size=2)))
+    return {"read_first": draw(st.booleans()), "values": np.asarray(draw(st.lists(pst.ints(-50, 50), min_size=int(np.prod(shape)), max_size=int(np.prod(shape)))), dtype=np.float32).reshape(shape)}
+
+
+DONATION = Invariant(
+    id="donation",
+    title="a donated buffer is deleted and reading it raises the runtime's own error",
+    check=check_donation,
+    examples=_donation_examples,
+    size=lambda example: int(example["values"].ndim),
+    max_examples=30,
+    needs=(base.TENSORS, base.DONATION),
+)
