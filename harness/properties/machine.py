@@ -124,42 +124,53 @@ _refs = st.lists(_ref, min_size=1, max_size=3).map(tuple)
 
 
 def operations() -> st.SearchStrategy[Op]:
-    """One operation of the machine's vocabulary; aliasing, in-place writes, steps and saves (what
-    the known bugs are made of) come up more often than the rest."""
+    """One operation of the machine's vocabulary; aliasing, in-place writes, steps, saves and
+    handle collection (what the known bugs are made of) come up more often than the rest."""
     alias = st.builds(Alias, _ref, st.integers(0, 5))
     inplace = st.builds(InPlace, _ref, st.sampled_from(("add", "sub", "mul")), st.sampled_from(SCALARS))
     inplace_tensor = st.builds(InPlaceTensor, _ref, _ref, st.sampled_from(("add", "copy")))
     mark_step = st.just(MarkStep())
     save = st.builds(SaveLoad, _refs)
+    collect = st.builds(CollectHandles, _refs)
     return st.one_of(
         alias,
         inplace_tensor,
-        mark_step,
+        collect,
         save,
         inplace,
+        mark_step,
         st.builds(Derive, _ref),
         st.builds(Create, st.integers(0, 4)),
         st.builds(Sync, _refs, st.booleans()),
         st.builds(Read, _ref),
         st.just(Wait()),
         st.builds(Grab, _ref),
-        st.builds(CollectHandles, _refs),
         alias,
-        inplace_tensor,
-        mark_step,
+        inplace,
+        collect,
         save,
+        mark_step,
+        inplace_tensor,
     )
 
 
-def programs(max_ops: int = 12) -> st.SearchStrategy[dict[str, Any]]:
-    """A runtime configuration and a straight-line program of operations."""
-    return st.fixed_dictionaries(
-        {
-            "functionalization": st.booleans(),
-            "param_aliasing": st.booleans(),
-            "program": st.lists(operations(), min_size=1, max_size=max_ops),
-        }
-    )
+def programs(max_ops: int = 12, scheduled: bool | None = None) -> st.SearchStrategy[dict[str, Any]]:
+    """A runtime configuration, a straight-line program of operations and, when the runtime under
+    test runs its executor on ``harness.sched`` primitives (the reference runtime), a schedule
+    policy: hypothesis then chooses the interleaving of the program with the executor thread too,
+    and shrinks it to the fewest preemptions (``scheduled=False`` leaves the threads free)."""
+    if scheduled is None:
+        scheduled = base.FAULT_SWITCHES in adapters.current().capabilities
+    fields: dict[str, st.SearchStrategy[Any]] = {
+        "functionalization": st.booleans(),
+        "param_aliasing": st.booleans(),
+        "program": st.lists(operations(), min_size=1, max_size=max_ops),
+    }
+    if scheduled:
+        from harness import sched
+
+        fields["schedule"] = sched.hypothesis_schedules()
+    return st.fixed_dictionaries(fields)
 
 
 # ------------------------------------------------------------------------------ interpreter
@@ -312,17 +323,28 @@ def _runtime_view(rt: Any, t: Any, kind: str, shape: tuple[int, ...]) -> Any:
     return rt.alias(t, "index", view_index(kind, shape))
 
 
-def run_program(functionalization: bool, param_aliasing: bool, program: list[Op]) -> None:
-    """Run one program against the model, checking after every operation and at the end."""
+def run_program(functionalization: bool, param_aliasing: bool, program: list[Op], schedule: Any = None) -> None:
+    """Run one program against the model, checking after every operation and at the end; under
+    ``schedule`` (a ``harness.sched`` policy) the program and the executor thread interleave as it
+    decides, and a failure carries the schedule that replays it."""
     config.configure(functionalization=functionalization, param_aliasing=param_aliasing)
-    interp = Interpreter()
-    try:
-        for op in program:
-            interp.apply(op)
-            interp.check_materialized()
-        interp.check_all()
-    finally:
-        interp.close()
+
+    def body() -> None:
+        interp = Interpreter()
+        try:
+            for op in program:
+                interp.apply(op)
+                interp.check_materialized()
+            interp.check_all()
+        finally:
+            interp.close()
+
+    if schedule is None:
+        body()
+        return
+    from harness import sched
+
+    sched.check(body, schedule)
 
 
 SYNC_ALIASING = Invariant(
@@ -330,7 +352,7 @@ SYNC_ALIASING = Invariant(
     title="aliases, in-place ops, steps, syncs, saves and reads agree with a numpy model",
     check=run_program,
     examples=programs,
-    catches=(faults.ALIASED_SAVE,),
+    catches=(faults.ALIASED_SAVE, faults.RACE_ON_HANDLES),
     size=lambda example: len(example["program"]),
     max_size=5,
     max_examples=100,
