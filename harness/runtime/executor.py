@@ -363,6 +363,7 @@ class _Worker:
         self._last: sched.Event | None = None
         self._thread: sched.Thread | None = None
         self._failure: BaseException | None = None  # the first failed execution since the last wait
+        self._interrupted: list[_Execution] = []  # cut short by a torn-down run, to settle after it
 
     def note_failure(self, exc: BaseException) -> None:
         with self._lock:
@@ -375,6 +376,9 @@ class _Worker:
         with self._lock:
             failure, self._failure = self._failure, None
         return failure
+
+    def interrupted(self, job: _Execution) -> None:
+        self._interrupted.append(job)
 
     def submit(self, job: _Execution) -> sched.Event:
         done = sched.Event(name="execution done")
@@ -420,12 +424,16 @@ class _Worker:
             self._last = None
 
     def stop(self) -> None:
-        """After a controlled run: stop the thread; what a torn-down run left queued never runs,
-        so its outputs fail and its completion is signalled (nobody waits for ever)."""
+        """After a controlled run: stop the thread. What a torn-down run left queued never runs
+        and what it cut short never completes, so their outputs fail (``ExecutionAbandoned``)
+        and their completion is signalled: nobody waits for ever."""
         self.shutdown()
         with self._lock:
             queued = self._queue
             self._queue = sched.SimpleQueue(name="executions")
+            interrupted, self._interrupted = self._interrupted, []
+        for job in interrupted:
+            job.abandon()
         while not queued.empty():
             job, done = queued.get_nowait()
             if job is not None:
@@ -491,8 +499,11 @@ class _Execution:
                     if out.is_placeholder:
                         out.fail(exc)
                 _worker.note_failure(exc)
-            finally:
-                self.abandon()  # only what a torn-down run left unfilled
+            except sched.Abandoned:
+                # the run is being torn down: the outputs are settled once it is over (``stop``);
+                # settled now, a participant still unwinding would read them as a plain error
+                _worker.interrupted(self)
+                raise
 
     def abandon(self) -> None:
         for out in self.outputs:

@@ -3,6 +3,7 @@ race of upstream issue #9128 found, shrunk and replayed, and nothing left hangin
 
 from __future__ import annotations
 
+import random
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -202,11 +203,22 @@ def test_the_executor_is_a_participant_of_every_run() -> None:
 
 
 def _no_hang(fn: Callable[[], Any], seconds: float = 30.0) -> Any:
+    """``fn()``, on a thread of its own so that a hang fails the test instead of blocking it."""
     out: list[Any] = []
-    thread = threading.Thread(target=lambda: out.append(fn()), daemon=True)
+    errors: list[BaseException] = []
+
+    def call() -> None:
+        try:
+            out.append(fn())
+        except BaseException as exc:  # handed to the caller below
+            errors.append(exc)
+
+    thread = threading.Thread(target=call, daemon=True)
     thread.start()
     thread.join(seconds)
     assert not thread.is_alive(), f"{fn} still blocked after {seconds:g} s"
+    if errors:
+        raise errors[0]
     return out[0] if out else None
 
 
@@ -228,6 +240,60 @@ def test_a_torn_down_run_leaves_nothing_to_wait_for() -> None:
     with pytest.raises(executor.ExecutionAbandoned, match="abandoned"):
         data.array()
     np.testing.assert_allclose((xr.tensor(X) * 2).numpy(), X * 2)  # the runtime carries on
+
+
+class _GivesUp(sched.Strategy):
+    """Random choices, then gives up at step ``at``: the run is torn down with every participant
+    wherever it stood at that step."""
+
+    name = "gives-up"
+
+    def __init__(self, at: int, seed: int) -> None:
+        self.at = at
+        self.rng = random.Random(seed)
+
+    def start_run(self, index: int) -> bool:
+        return index == 0
+
+    def choose(self, decision: sched.Decision) -> int:
+        if decision.step == self.at:
+            raise RuntimeError(f"given up at step {decision.step}")
+        return self.rng.choice(decision.enabled)
+
+
+@pytest.mark.usefixtures("discovered")
+def test_a_run_torn_down_at_any_step_unwinds_quietly() -> None:
+    """Wherever a run is cut, its threads unwind without raising the runtime's own errors on the
+    way out (a caller unwinding past a release never reads an output settled under it), and
+    afterwards every output holds its value or says it was abandoned."""
+    outputs: list[xr.Tensor] = []
+
+    def body() -> None:
+        outputs.clear()
+        t = xr.tensor(X) * 5
+        xr.sync([t], wait=False)
+        outputs.append(t)
+        np.testing.assert_allclose(t.numpy(), X * 5)  # a direct read of the placeholder
+        u = t + 1
+        xr.mark_step()
+        outputs.append(u)
+        np.testing.assert_allclose(u.numpy(), X * 5 + 1)
+
+    unhandled: list[BaseException | None] = []
+    hook, threading.excepthook = threading.excepthook, lambda args: unhandled.append(args.exc_value)
+    try:
+        for seed in range(8):
+            steps = sched.check(body, _GivesUp(-1, seed)).steps
+            for at in range(1, steps):
+                with pytest.raises(RuntimeError, match=f"given up at step {at}"):
+                    _no_hang(lambda at=at, seed=seed: sched.check(body, _GivesUp(at, seed)))
+                _no_hang(xr.wait_device_ops)
+                for t in outputs:
+                    data = t._storage.node.data
+                    assert data is None or not data.is_placeholder, (seed, at)
+    finally:
+        threading.excepthook = hook
+    assert unhandled == []
 
 
 class _Stuck:
