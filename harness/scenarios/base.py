@@ -108,6 +108,9 @@ class Scenario:
     story: str = ""
     #: per variant, the signature names it must show when injected (any of the scenario's when absent)
     expected: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    #: a race: the variants run under this ``harness.sched`` strategy (see ``scenarios.explore``)
+    #: unless ``--explore`` or ``--schedule`` says otherwise; None runs them plainly
+    explore: str | None = None
 
     def expects(self, variant: str, signature: str) -> bool:
         allowed = self.expected.get(variant)

@@ -1,4 +1,5 @@
-"""One scenario run in a fresh process: ``python -m harness.scenarios.child ID [--inject] --seed N``.
+"""One scenario run in a fresh process: ``python -m harness.scenarios.child ID [--inject] --seed N
+[--explore STRATEGY | --schedule S]``.
 
 ``xharness repro`` runs every scenario here so that the device count of the cell is set before JAX
 starts, discovery counts start from zero, and a scenario that kills its process (the SIGSEGV of
@@ -31,6 +32,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--inject", action="store_true")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--cell", default=None)
+    parser.add_argument("--explore", default=None, help="a harness.sched strategy")
+    parser.add_argument("--schedule", default=None, help="a schedule string to replay")
     parser.add_argument("--timeout", type=float, default=None, help="the parent's limit, in seconds")
     args = parser.parse_args(argv)
     faulthandler.enable(all_threads=True)
@@ -47,7 +50,9 @@ def main(argv: list[str] | None = None) -> int:
     if unmet:
         print(f"{scenario.id}: {unmet}", file=sys.stderr)
         return EXIT_CANNOT_HOST
-    result = runner.run(scenario, args.inject, args.seed, devices, args.cell)
+    result = runner.run(
+        scenario, args.inject, args.seed, devices, args.cell, args.explore, args.schedule
+    )
     for v in result.variants:
         if v.traceback and not result.ok:
             print(v.traceback, file=sys.stderr)

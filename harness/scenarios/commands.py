@@ -5,6 +5,10 @@ default), judges the outcome (a death by signal is matched against the scenario'
 signatures) and always prints the one command that replays the run exactly. A child that hangs
 dumps all its thread stacks shortly before the time limit, and the dump is shown with the result.
 ``HARNESS_FAULTS`` naming an unknown switch is a usage error, found before any child starts.
+
+A race scenario runs under schedule control (``harness.scenarios.explore``): ``--explore`` picks
+the strategy, ``--schedule`` replays one schedule (a string, or a file holding one), and the output
+names the failing schedule with a second replay line for exactly that schedule.
 """
 
 from __future__ import annotations
@@ -43,6 +47,20 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         "--timeout", type=float, default=600.0, help="seconds before the run counts as hung"
     )
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    control = p.add_mutually_exclusive_group()
+    control.add_argument(
+        "--explore",
+        choices=("random", "pct", "dfs", "hypothesis", "stress"),
+        default=None,
+        help="run the variants under this schedule-control strategy (seeded by --seed; a race "
+        "scenario has its own default)",
+    )
+    control.add_argument(
+        "--schedule",
+        default=None,
+        metavar="STRING|FILE",
+        help="replay one schedule (like s1:0x14.1x6.0), or the first one a file holds",
+    )
     p.set_defaults(handler=cmd_repro)
 
 
@@ -117,12 +135,21 @@ def _cell_environment(args: argparse.Namespace) -> tuple[dict[str, str], int]:
 
 
 def cmd_repro(args: argparse.Namespace) -> int:
-    from harness.scenarios import child, registry, runner
+    from harness.scenarios import child, explore, registry, runner
 
     try:
         scenario = registry.get(args.scenario)
     except registry.UnknownScenario as exc:
         raise UsageError(str(exc)) from None
+    schedule = None
+    if args.schedule is not None:
+        try:
+            schedule = explore.read_schedule(args.schedule)
+        except (OSError, ValueError) as exc:
+            raise UsageError(str(exc)) from None
+    how = explore.resolve(
+        explore.default(scenario.explore) if scenario.explore else None, args.explore, schedule
+    )
     if args.runtime not in RUNTIMES:
         raise UsageError(f"unknown runtime {args.runtime!r}; known: {', '.join(RUNTIMES)}")
     env, devices = _cell_environment(args)
@@ -138,7 +165,18 @@ def cmd_repro(args: argparse.Namespace) -> int:
         cmd.append("--inject")
     if args.cell:
         cmd += ["--cell", args.cell]
-    replay = runner.repro_command(scenario.id, args.inject, args.seed, args.cell)
+    if schedule is not None:
+        cmd += ["--schedule", schedule]
+    elif args.explore is not None:
+        cmd += ["--explore", args.explore]
+    replay = runner.repro_command(
+        scenario.id,
+        args.inject,
+        args.seed,
+        args.cell,
+        explore=how.strategy if how is not None else None,
+        schedule=schedule,
+    )
     note = runner.forced_on_note(scenario, args.inject, env.get("HARNESS_FAULTS", ""))
     start = time.perf_counter()
     try:
@@ -187,6 +225,23 @@ def cmd_repro(args: argparse.Namespace) -> int:
     return _emit(out, args, proc.stderr)
 
 
+def _describe_exploration(found: dict[str, Any]) -> str:
+    """``pct (seed 0): 20 schedules, no failure`` / ``... failed at run 3, schedule s1:...``."""
+    seed = found.get("seed")
+    what = found["strategy"] + (f" (seed {seed})" if seed is not None else "")
+    runs = found.get("schedules", 0)
+    if found.get("schedule") is None and found.get("preemptions") is None:
+        tail = ", its bounded space exhausted" if found.get("exhausted") else ""
+        return f"{what}: {runs} schedule{'' if runs == 1 else 's'} explored{tail}"
+    if found.get("schedule") is None:
+        return f"{what}: failed at run {runs} (free-running, no schedule to replay)"
+    n = found.get("preemptions")
+    return (
+        f"{what}: failed at run {runs}, schedule {found['schedule']} "
+        f"({n} preemption{'' if n == 1 else 's'})"
+    )
+
+
 _HUNG_TAIL = 400  # lines of a hung child's stderr shown: the whole stack dump, within reason
 
 
@@ -231,10 +286,18 @@ def _emit(out: dict[str, Any], args: argparse.Namespace, stderr: str, tail: int 
             print(f"  note: {out['note']}")
         if out.get("error") and not out.get("variants"):
             print(f"  {out['error']}")
+        schedules = []
         for v in out.get("variants", []):
             detail = f" - {v['error']}" if v.get("error") else ""
             print(f"  {v['variant']}: {v['outcome']}{detail}")
+            found = v.get("exploration")
+            if found:
+                print(f"    {_describe_exploration(found)}")
+                if found.get("replay") and found["replay"] != out["repro"]:
+                    schedules.append(found["replay"])
         if not ok and stderr.strip():
             print("\n".join(stderr.strip().splitlines()[-tail:]), file=sys.stderr)
+        for line in schedules:
+            print(f"replay schedule: {line}")
         print(f"replay: {out['repro']}")
     return 0 if ok else 1

@@ -7,9 +7,14 @@ asynchronously, then collects the graph's device-data nodes, deduplicated by
 runner was slow enough to lose the race (issue #9128: SIG11 in
 ``test_train_spmd_linear_model.py``). The fix waits for pending device ops before collecting.
 
-Here the loop trains the linear model on a sharded mesh, step after step; the execution is
-stretched as a slow device would (``execution_delay``) so the race is lost deterministically.
-With ``HARNESS_CRASH_MODE=signal`` the placeholder read is a real null dereference (SIGSEGV).
+Here the loop trains the linear model on a sharded mesh, step after step, under schedule control
+(``harness.sched``, PCT by default): the caller and the executor thread take turns at the
+runtime's schedule points, and the strategy decides whether the executor fills the step's
+outputs before the helper reads their handles. No device is slowed down and no timing is
+involved: the injected run finds the losing interleaving within a few schedules and prints it,
+the fixed run survives every schedule it explores, and either replays exactly from its seed or
+schedule. With ``HARNESS_CRASH_MODE=signal`` the placeholder read is a real null dereference
+(SIGSEGV).
 """
 
 from __future__ import annotations
@@ -22,7 +27,6 @@ import harness.runtime as xr
 from harness.runtime import faults
 from harness.scenarios.base import Context, InvariantViolation, Needs, Scenario, Signature
 
-SLOW_DEVICE_SECONDS = 0.3  # wide enough that a busy host thread still loses the race
 STEPS, MICRO, FEATURES, OUT = 3, 4, 16, 8
 
 
@@ -42,7 +46,6 @@ def _reference(
 
 
 def accumulate(ctx: Context) -> None:
-    xr.configure(execution_delay=SLOW_DEVICE_SECONDS)
     n = ctx.devices
     mesh = xr.Mesh(range(n), (n,), ("data",))
     xr.manual_seed(ctx.seed)
@@ -94,4 +97,5 @@ SCENARIO = Scenario(
     variants={"accumulate": accumulate},
     needs=Needs(devices=1),
     story=__doc__ or "",
+    explore="pct",
 )

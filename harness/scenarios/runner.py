@@ -7,6 +7,12 @@ failed variant's error say so, so the failure is not mistaken for a regression.
 injected mode (switch on): every variant must raise one of the scenario's signatures ->
 ``reproduced``; a variant that returns is ``not-reproduced`` (the scenario has no teeth), and an
 error matching no signature is ``failed`` (it caught something, but not its bug).
+
+A scenario that names a strategy (``Scenario.explore``), or a run given ``explore=`` or
+``schedule=``, runs each variant under ``harness.sched``: a fixed run must survive every explored
+schedule, an injected run must fail in one with the signature. A deadlock, livelock or stall of
+the exploration is ``failed`` whatever the mode. The variant's result names the strategy, seed
+and failing schedule, and the one line that replays exactly that schedule.
 """
 
 from __future__ import annotations
@@ -16,13 +22,16 @@ import os
 import shlex
 import time
 import traceback
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import harness.runtime as xr
+from harness import sched
 from harness.runtime import topology
 from harness.runtime.testing import isolated
-from harness.scenarios.base import Context, Scenario
+from harness.scenarios import explore
+from harness.scenarios.base import Context, Scenario, Variant
 
 PASSED, REPRODUCED, NOT_REPRODUCED, FAILED = "passed", "reproduced", "not-reproduced", "failed"
 
@@ -34,6 +43,9 @@ class VariantResult:
     signature: str = ""  # the signature seen ("" when the variant returned)
     error: str = ""  # the exception line, when there was one
     traceback: str = ""
+    #: under schedule control: strategy, seed, schedules explored, the failing schedule and the
+    #: command replaying it (``explore.Explored.to_json`` plus ``replay``); None for a plain run
+    exploration: dict[str, Any] | None = None
 
 
 @dataclass
@@ -47,6 +59,7 @@ class Result:
     variants: list[VariantResult] = field(default_factory=list)
     repro: str = ""
     note: str = ""  # e.g. the scenario's switch was forced on by HARNESS_FAULTS in fixed mode
+    explore: str = ""  # the strategy the variants ran under ("replay" for a schedule), or ""
 
     @property
     def ok(self) -> bool:
@@ -67,13 +80,25 @@ RUNTIME_ENV = (
 )
 
 
-def repro_command(scenario_id: str, inject: bool, seed: int, cell: str | None = None) -> str:
-    """The one line that replays a run exactly, environment switches included."""
+def repro_command(
+    scenario_id: str,
+    inject: bool,
+    seed: int,
+    cell: str | None = None,
+    explore: str | None = None,
+    schedule: str | None = None,
+) -> str:
+    """The one line that replays a run exactly, environment switches included. An explored run
+    names its strategy (the seed then fixes every schedule), a replayed one its schedule."""
     names = REPLAY_ENV if cell else REPLAY_ENV + RUNTIME_ENV
     parts = [f"{k}={shlex.quote(os.environ[k])}" for k in names if os.environ.get(k)]
     parts += ["xharness", "repro", scenario_id]
     if inject:
         parts.append("--inject")
+    if schedule is not None:
+        parts += ["--schedule", schedule]
+    elif explore is not None:
+        parts += ["--explore", explore]
     parts += ["--seed", str(seed)]
     if cell:
         parts += ["--cell", cell]
@@ -92,20 +117,66 @@ def forced_on_note(scenario: Scenario, inject: bool, harness_faults: str | None 
     )
 
 
-def _run_variant(scenario: Scenario, name: str, ctx: Context, note: str = "") -> VariantResult:
-    result = _judge_variant(scenario, name, ctx)
+def _run_variant(
+    scenario: Scenario,
+    name: str,
+    ctx: Context,
+    note: str = "",
+    how: explore.Exploration | None = None,
+    cell: str | None = None,
+) -> VariantResult:
+    explored: list[explore.Explored] = []
+    result = _judge_variant(scenario, name, ctx, how, explored)
+    if explored:
+        found = explored[0]
+        result.exploration = found.to_json()
+        # a schedule the body departed from replays nothing; any other failing one replays it
+        departed = isinstance(found.error, sched.NondeterminismError)
+        if found.schedule is not None and not departed:
+            result.exploration["replay"] = repro_command(
+                scenario.id, ctx.inject, ctx.seed, cell, schedule=found.schedule
+            )
     if note and result.outcome == FAILED:
         result.error = f"{note}; {result.error}"
     return result
 
 
-def _judge_variant(scenario: Scenario, name: str, ctx: Context) -> VariantResult:
+def _controlled(variant: Variant, ctx: Context) -> Callable[[], None]:
+    """The body of one controlled run: a fresh context and a fresh runtime state every time, so
+    that every run depends on its schedule alone (DFS runs the body again for each schedule)."""
+
+    def body() -> None:
+        with isolated(reset_topology=True):
+            topology.reset()
+            variant(Context(seed=ctx.seed, inject=ctx.inject, devices=ctx.devices))
+
+    return body
+
+
+def _judge_variant(
+    scenario: Scenario,
+    name: str,
+    ctx: Context,
+    how: explore.Exploration | None = None,
+    explored: list[explore.Explored] | None = None,
+) -> VariantResult:
     injected = xr.faults.inject(scenario.fault) if ctx.inject else contextlib.nullcontext()
     try:
         # each variant starts as in a fresh process: discovery counts from zero
         with isolated(reset_topology=True), injected:
             topology.reset()
-            scenario.variants[name](ctx)
+            if how is None:
+                scenario.variants[name](ctx)
+            else:
+                found = explore.run(_controlled(scenario.variants[name], ctx), how, ctx.seed)
+                if explored is not None:
+                    explored.append(found)
+                if found.harness_error:  # not the variant's failure: the exploration's own
+                    assert found.error is not None
+                    line = f"{type(found.error).__name__}: {found.error}"
+                    return VariantResult(name, FAILED, "", line, line)
+                if found.failure is not None:
+                    raise found.failure  # judged like a plain run's error, traceback included
     except Exception as exc:  # judged against the signatures below
         sig = scenario.signature_for(exc)
         line = f"{type(exc).__name__}: {exc}"
@@ -131,14 +202,26 @@ def _overall(results: list[VariantResult], inject: bool) -> str:
 
 
 def run(
-    scenario: Scenario, inject: bool, seed: int, devices: int, cell: str | None = None
+    scenario: Scenario,
+    inject: bool,
+    seed: int,
+    devices: int,
+    cell: str | None = None,
+    strategy: str | None = None,
+    schedule: str | None = None,
 ) -> Result:
-    """Run every variant of ``scenario`` in this process."""
+    """Run every variant of ``scenario`` in this process: plainly, or under the schedule control
+    ``strategy``/``schedule`` ask for, or else the scenario's own (``Scenario.explore``)."""
     start = time.perf_counter()
     note = forced_on_note(scenario, inject)
+    how = explore.resolve(
+        explore.default(scenario.explore) if scenario.explore else None, strategy, schedule
+    )
     # a fresh context per variant: its data depends on the seed only, not on earlier variants
     results = [
-        _run_variant(scenario, name, Context(seed=seed, inject=inject, devices=devices), note)
+        _run_variant(
+            scenario, name, Context(seed=seed, inject=inject, devices=devices), note, how, cell
+        )
         for name in scenario.variants
     ]
     seen = "; ".join(
@@ -154,6 +237,14 @@ def run(
         seconds=round(time.perf_counter() - start, 3),
         signature=seen,
         variants=results,
-        repro=repro_command(scenario.id, inject, seed, cell),
+        repro=repro_command(
+            scenario.id,
+            inject,
+            seed,
+            cell,
+            explore=how.strategy if how is not None else None,
+            schedule=how.schedule if how is not None else None,
+        ),
         note=note,
+        explore=how.name if how is not None else "",
     )

@@ -17,6 +17,30 @@ SCENARIOS = registry.all_scenarios()
 SEED = 0
 
 
+def schedule_properties(result: runner.Result) -> dict[str, str]:
+    """What a run under schedule control adds to its JUnit record: the strategy, its seed, how
+    many schedules it explored and, when one failed, that schedule and the line replaying it."""
+    explored = [v for v in result.variants if v.exploration]
+    if not explored:
+        return {}
+    # the variant that found a schedule speaks for the scenario (race scenarios have one variant)
+    v = next((v for v in explored if v.exploration and v.exploration.get("schedule")), explored[0])
+    found = v.exploration or {}
+    props = {
+        "strategy": str(found["strategy"]),
+        "strategy-seed": "" if found.get("seed") is None else str(found["seed"]),
+        "schedules": str(found["schedules"]),
+    }
+    if found.get("schedule"):
+        props["schedule"] = str(found["schedule"])
+        props["preemptions"] = str(found.get("preemptions"))
+    if found.get("replay"):
+        props["repro-schedule"] = str(found["replay"])
+    if found.get("exhausted") is not None:
+        props["exhausted"] = str(found["exhausted"]).lower()
+    return props
+
+
 @pytest.mark.parametrize("mode", ["fixed", "injected"])
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=[s.id for s in SCENARIOS])
 def test_scenario(scenario, mode: str, record_property) -> None:
@@ -32,6 +56,8 @@ def test_scenario(scenario, mode: str, record_property) -> None:
     result = runner.run(scenario, inject, SEED, devices, cell)
     if jax.process_count() == 1:  # multi-process cells replay through `xharness run --cells`
         record_property("repro", result.repro)
+    for name, value in schedule_properties(result).items():
+        record_property(name, value)
     details = "\n".join(
         f"{v.variant}: {v.outcome} {v.error}\n{v.traceback}" for v in result.variants
     )
@@ -42,3 +68,7 @@ def test_scenario(scenario, mode: str, record_property) -> None:
     if inject:
         names = {sig.name for sig in scenario.signatures}
         assert all(v.signature in names for v in result.variants), details
+    if scenario.explore:  # a race: explored, and an injected run names the schedule that failed
+        props = schedule_properties(result)
+        assert props["strategy"] == scenario.explore and props["strategy-seed"] == str(SEED)
+        assert ("schedule" in props) == inject, props

@@ -77,3 +77,64 @@ def test_human_output_prints_the_replay_line(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     assert "aliased-save [fixed] passed" in proc.stdout
     assert proc.stdout.strip().splitlines()[-1] == "replay: xharness repro aliased-save --seed 0"
+
+
+# ---------------------------------------------------------------- races under schedule control
+
+
+def test_race_names_its_schedule_and_that_schedule_replays(tmp_path: Path) -> None:
+    proc = run_xharness("repro", "race-on-handles", "--inject", "--json", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["outcome"] == "reproduced" and out["signature"] == "placeholder-access"
+    assert out["explore"] == "pct"
+    assert out["repro"] == "xharness repro race-on-handles --inject --explore pct --seed 0"
+    (found,) = [v["exploration"] for v in out["variants"]]
+    assert found["strategy"] == "pct" and found["seed"] == 0 and found["schedules"] >= 1
+    schedule = found["schedule"]
+    assert schedule.startswith("s1:") and found["preemptions"] >= 0
+    assert found["replay"] == f"xharness repro race-on-handles --inject --schedule {schedule} --seed 0"
+
+    saved = tmp_path / "failure.txt"
+    saved.write_text(f"race-on-handles failed\nschedule:\n{schedule}\n")
+    for given in (schedule, str(saved)):
+        again = run_xharness("repro", "race-on-handles", "--inject", "--schedule", given, "--json", cwd=tmp_path)
+        assert again.returncode == 0, again.stderr
+        replayed = json.loads(again.stdout)
+        assert replayed["outcome"] == "reproduced" and replayed["explore"] == "replay"
+        (v,) = replayed["variants"]
+        assert v["exploration"]["schedule"] == schedule and v["exploration"]["schedules"] == 1
+        assert v["error"] == out["variants"][0]["error"]
+        assert replayed["repro"].endswith(f"--schedule {schedule} --seed 0")
+
+
+def test_race_fixed_survives_its_schedules_and_dfs_finds_it_injected(tmp_path: Path) -> None:
+    fixed = run_xharness("repro", "race-on-handles", cwd=tmp_path)
+    assert fixed.returncode == 0, fixed.stdout + fixed.stderr
+    lines = fixed.stdout.strip().splitlines()
+    assert "race-on-handles [fixed] passed" in lines[0]
+    assert "pct (seed 0): 20 schedules explored" in fixed.stdout
+    assert lines[-1] == "replay: xharness repro race-on-handles --explore pct --seed 0"
+
+    dfs = run_xharness("repro", "race-on-handles", "--inject", "--explore", "dfs", cwd=tmp_path)
+    assert dfs.returncode == 0, dfs.stdout + dfs.stderr
+    assert "dfs: failed at run 1, schedule s1:" in dfs.stdout
+    lines = dfs.stdout.strip().splitlines()
+    assert lines[-2].startswith("replay schedule: xharness repro race-on-handles --inject --schedule s1:")
+    assert lines[-1] == "replay: xharness repro race-on-handles --inject --explore dfs --seed 0"
+
+
+def test_schedule_flags_are_checked_before_anything_runs(tmp_path: Path, capsys) -> None:
+    assert main(["repro", "race-on-handles", "--schedule", "0x3.1"]) == 2
+    assert "neither a schedule" in capsys.readouterr().err
+    assert main(["repro", "race-on-handles", "--schedule", "s2:0x3"]) == 2
+    assert "version 's2'" in capsys.readouterr().err
+    empty = tmp_path / "empty.txt"
+    empty.write_text("no schedule here\n")
+    assert main(["repro", "race-on-handles", "--schedule", str(empty)]) == 2
+    assert "no line holds a schedule" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as info:
+        main(["repro", "race-on-handles", "--explore", "pct", "--schedule", "s1:0"])
+    assert info.value.code == 2
+    with pytest.raises(SystemExit):
+        main(["repro", "race-on-handles", "--explore", "chaos"])

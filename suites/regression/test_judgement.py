@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
+
 import pytest
 
 import harness.runtime as xr
+import harness.sched as sched
 from harness.scenarios import runner
 from harness.scenarios.base import Context, InvariantViolation, Needs, Scenario, Signature
 
@@ -100,3 +103,80 @@ def test_replay_line_carries_the_environment_switches(monkeypatch) -> None:
         line
         == "HARNESS_FAULTS=aliased-save HARNESS_CRASH_MODE=signal xharness repro aliased-save --seed 4 --cell cpu-4"
     )
+
+
+# ---------------------------------------------------------------- under schedule control
+
+
+def lost_update(ctx: Context) -> None:
+    """Two threads increment a counter; the switch drops the lock around read-modify-write."""
+    lock = sched.Lock(name="counter")
+    state = {"n": 0}
+    racy = xr.faults.active(xr.faults.UNHASHABLE_SPEC)
+
+    def increment() -> None:
+        with contextlib.nullcontext() if racy else lock:
+            value = state["n"]
+            sched.point("between read and write")
+            state["n"] = value + 1
+
+    threads = [sched.Thread(target=increment, name=f"inc{i}") for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if state["n"] != 2:
+        raise InvariantViolation(f"broken: lost an update ({state['n']})")
+
+
+def opposite_locks(ctx: Context) -> None:
+    first, second = sched.Lock(name="first"), sched.Lock(name="second")
+
+    def forward() -> None:
+        with first, second:
+            pass
+
+    def backward() -> None:
+        with second, first:
+            pass
+
+    threads = [sched.Thread(target=f) for f in (forward, backward)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+
+
+@pytest.mark.parametrize("strategy", ["random", "pct", "dfs", "hypothesis"])
+def test_an_explored_race_reproduces_with_its_schedule(strategy: str) -> None:
+    scenario = _scenario(lost_update)
+    fixed = runner.run(scenario, False, seed=3, devices=1, strategy=strategy)
+    assert fixed.outcome == runner.PASSED and fixed.explore == strategy
+    found = fixed.variants[0].exploration
+    assert found is not None and found["schedule"] is None and found["schedules"] >= 1
+    injected = runner.run(scenario, True, seed=3, devices=1, strategy=strategy)
+    assert injected.outcome == runner.REPRODUCED, injected.variants[0].error
+    found = injected.variants[0].exploration
+    assert found is not None and found["strategy"] == strategy and found["schedule"]
+    assert found["replay"].endswith(f"--schedule {found['schedule']} --seed 3")
+    assert injected.repro == f"xharness repro synthetic --inject --explore {strategy} --seed 3"
+    again = runner.run(scenario, True, seed=3, devices=1, schedule=found["schedule"])
+    assert again.outcome == runner.REPRODUCED and again.explore == "replay"
+    assert again.variants[0].error == injected.variants[0].error
+
+
+def test_a_deadlock_under_exploration_fails_whatever_the_mode() -> None:
+    for inject in (False, True):
+        result = runner.run(_scenario(opposite_locks), inject, seed=0, devices=1, strategy="dfs")
+        assert result.outcome == runner.FAILED
+        (v,) = result.variants
+        assert v.error.startswith("DeadlockError") and "<sched.Lock first" in v.error
+        assert v.exploration is not None and v.exploration["schedule"]
+
+
+def test_a_scenario_names_its_own_strategy() -> None:
+    from harness.scenarios import registry
+
+    race = registry.get("race-on-handles")
+    assert race.explore == "pct"
+    assert all(s.explore is None for s in registry.all_scenarios() if s is not race)
