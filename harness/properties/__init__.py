@@ -18,9 +18,13 @@ from harness.properties.layout import (
     COVERAGE,
     HOST_COPY,
     ROUND_TRIP,
+    UNEVEN_SPLIT,
+    VIEW_SHARDING,
     check_coverage,
     check_host_copy,
     check_round_trip,
+    check_uneven_split,
+    check_view_sharding,
 )
 from harness.properties.machine import SYNC_ALIASING, SyncAliasMachine, programs, run_program
 from harness.properties.preservation import SHARDING_PRESERVATION, check_preservation
@@ -51,6 +55,8 @@ __all__ = [
     "SHARDING_PRESERVATION",
     "SPEC_NORMALIZATION",
     "SYNC_ALIASING",
+    "UNEVEN_SPLIT",
+    "VIEW_SHARDING",
     "Falsified",
     "Invariant",
     "SyncAliasMachine",
@@ -63,6 +69,8 @@ __all__ = [
     "check_preservation",
     "check_round_trip",
     "check_spec_normalization",
+    "check_uneven_split",
+    "check_view_sharding",
     "declared_pairs",
     "dtypes",
     "get",

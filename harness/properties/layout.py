@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import atexit
 import functools
+import itertools
 import math
 import shutil
 import tempfile
@@ -41,6 +42,12 @@ def expected_read_back(spec: tuple[Any, ...]) -> tuple[Any, ...] | None:
     """What ``sharding_spec`` must report for a tensor laid out with the normal ``spec``, in the
     spelling read-backs use (a group of one axis is that axis)."""
     return None if all(e is None for e in spec) else spelled(spec)
+
+
+def same_layout(mesh: Any, a: tuple[Any, ...] | None, b: tuple[Any, ...] | None, ndim: int) -> bool:
+    """Whether two specs put the same slices on the same devices over ``mesh`` (a size-1 axis
+    splits nothing, so ``("x",)`` over a size-1 ``x`` is the replicated layout)."""
+    return expected_sharding(mesh, tuple(a or ())).is_equivalent_to(expected_sharding(mesh, tuple(b or ())), ndim)
 
 
 def spelled(spec: tuple[Any, ...] | None) -> tuple[Any, ...] | None:
@@ -99,8 +106,7 @@ def check_coverage(mesh: Any, spec: Any, shape: tuple[int, ...]) -> None:
             f"times, every one should be held {replicas} times"
         )
     reported = rt.sharding_spec(t)
-    trivial = all(n == 1 for n in _parts(mesh, normal, len(shape)))  # only size-1 axes: replicated
-    assert spelled(reported) == expected_read_back(normal) or (trivial and reported is None), (
+    assert spelled(reported) == expected_read_back(normal) or same_layout(mesh, reported, normal, len(shape)), (
         f"the runtime reports {reported!r} for a tensor marked {normal!r}"
     )
 
@@ -161,6 +167,10 @@ def check_round_trip(mesh: Any, spec: Any, respec: Any, values: np.ndarray) -> N
     for where, value in (("w", loaded["w"]), ("nested[0]", loaded["nested"][0]), ("nested[1]", loaded["nested"][1]["host"])):
         got = value.numpy() if isinstance(value, Tensor) else np.asarray(value)
         assert same_bits(got, values), f"checkpoint entry {where} changed the value ({values.dtype}, {values.shape})"
+    array = loaded["nested"][1]["host"]
+    assert isinstance(array, np.ndarray) and array.flags.writeable, "a loaded array is read-only (a view of the file?)"
+    _scribble(array)  # the caller owns what load returned: writing it touches nothing else
+    assert same_bits(loaded["w"].numpy(), values), "writing a loaded array changed a loaded tensor"
     model = _Holder(np.zeros_like(values))
     sharding.mark_sharding(model.w, mesh, first)
     model.load_state_dict({"w": loaded["w"]})
@@ -246,4 +256,107 @@ HOST_COPY = Invariant(
     size=lambda example: int(example["values"].size),
     max_examples=40,
     needs=(base.TENSORS,),
+)
+
+
+# ------------------------------------------------------------------------------ invariant 3b
+
+
+def check_uneven_split(mesh: Any, spec: Any, shape: tuple[int, ...]) -> None:
+    """Laying a value out by a spec that cannot split one of its dimensions evenly is refused at
+    once with a ``ValueError`` (JAX refuses uneven shards; a runtime that accepts the annotation
+    fails later, in a step far from the mistake, or pads silently)."""
+    rt = adapters.current()
+    normal = normalize_spec(spec, len(shape), mesh)
+    t = rt.tensor(np.zeros(shape, np.float32))
+    try:
+        rt.mark_sharding(t, mesh, normal)
+    except ValueError:
+        return
+    raise AssertionError(
+        f"marking shape {shape} with {normal!r} over {mesh!r} (axis sizes {pst.axis_sizes(mesh)}) was accepted: "
+        "a dimension does not divide evenly"
+    )
+
+
+@st.composite
+def _uneven_examples(draw: st.DrawFn) -> dict[str, Any]:
+    mesh = draw(pst.meshes())
+    ndim = draw(pst.ints(1, 3))
+    spec = draw(pst.partition_specs(mesh, ndim))
+    parts = _parts(mesh, spec, ndim)
+    if not any(p > 1 for p in parts):  # nothing to split unevenly: split dimension 0 over every axis
+        spec = (tuple(mesh.axis_names),) + (None,) * (ndim - 1)
+        parts = _parts(mesh, spec, ndim)
+    if not any(p > 1 for p in parts):
+        return {"mesh": mesh, "spec": spec, "shape": ()}  # a 1-device mesh: see check
+    return {"mesh": mesh, "spec": spec, "shape": draw(pst.sharded_shapes(mesh, spec, divisible=False))}
+
+
+def _check_uneven(mesh: Any, spec: Any, shape: tuple[int, ...]) -> None:
+    if shape:  # on one device every split is even: nothing to refuse
+        check_uneven_split(mesh, spec, shape)
+
+
+UNEVEN_SPLIT = Invariant(
+    id="uneven-split",
+    title="a spec that cannot split a dimension evenly is refused when it is given",
+    check=_check_uneven,
+    examples=_uneven_examples,
+    size=_dims_and_axes,
+    max_examples=60,
+    needs=(base.TENSORS, base.SHARDING),
+)
+
+
+# ------------------------------------------------------------------------------ invariant 3c
+
+
+def check_view_sharding(mesh: Any, spec: Any, values: np.ndarray, perm: tuple[int, ...]) -> None:
+    """Sharding a permuted view lays the view out by the spec: after a step the base holds the
+    spec permuted back, and both read the right values (whether the base was device data or
+    pending when the view was marked)."""
+    rt = adapters.current()
+    ndim = values.ndim
+    normal = normalize_spec(spec, ndim, mesh)
+    t = rt.tensor(values)
+    view = rt.alias(t, "transpose", perm)
+    rt.mark_sharding(view, mesh, normal)
+    rt.step()
+    wanted: list[Any] = [None] * ndim
+    for i, d in enumerate(perm):
+        wanted[d % ndim] = normal[i]
+    reported = rt.sharding_spec(t)
+    assert spelled(reported) == expected_read_back(tuple(wanted)) or same_layout(mesh, reported, tuple(wanted), ndim), (
+        f"marking the view permute{perm} with {normal!r} left the base laid out {rt.sharding_spec(t)!r}, "
+        f"expected {tuple(wanted)!r}"
+    )
+    assert np.array_equal(rt.to_host(t), values), "the base's values changed"
+    assert np.array_equal(rt.to_host(view), values.transpose(perm)), "the view's values are wrong"
+
+
+@st.composite
+def _view_examples(draw: st.DrawFn) -> dict[str, Any]:
+    mesh = draw(pst.meshes())
+    ndim = draw(pst.ints(2, 3))
+    perm = draw(pst.choice(tuple(p for p in itertools.permutations(range(ndim)) if p != tuple(range(ndim)))))
+    if draw(st.booleans()):
+        perm = tuple(d - ndim for d in perm)  # written with negative dimensions
+    spec = draw(pst.partition_specs(mesh, ndim))
+    view_shape = draw(pst.sharded_shapes(mesh, spec))
+    shape = [0] * ndim
+    for i, d in enumerate(perm):
+        shape[d % ndim] = view_shape[i]
+    values = np.arange(math.prod(shape), dtype=np.float32).reshape(shape)
+    return {"mesh": mesh, "spec": spec, "values": values, "perm": perm}
+
+
+VIEW_SHARDING = Invariant(
+    id="view-sharding",
+    title="sharding a permuted view lays the base out by the spec permuted back",
+    check=check_view_sharding,
+    examples=_view_examples,
+    size=lambda example: example["values"].ndim + len(example["mesh"].axis_names) - 1,
+    max_examples=40,
+    needs=(base.TENSORS, base.SHARDING, base.SHARDING_READBACK, base.ALIASING, base.STEP),
 )

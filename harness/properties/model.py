@@ -14,15 +14,26 @@ from dataclasses import dataclass, field
 import numpy as np
 
 #: base values stay small integers in float32, so every op the machine applies (+-1, x2, x-1,
-#: x0.5, the sum of two values) is exact and any XLA fusion computes the very same bits
-BASE_SHAPE = (4, 6)
+#: x0.5, the sum of two values) is exact and any XLA fusion computes the very same bits; a 3-d
+#: base has permutations that are not their own inverse (a cyclic one), which 2-d ones never are
+BASE_SHAPES: tuple[tuple[int, ...], ...] = ((4, 6), (2, 3, 4))
+
+#: permutations, some written with negative dimensions as users do (``permute(-1, 0)``)
+PERMUTATIONS: dict[int, tuple[tuple[int, ...], ...]] = {
+    2: ((1, 0), (-1, 0)),
+    3: ((1, 2, 0), (2, 0, 1), (0, -1, -2), (-1, 0, 1)),
+}
 
 
 def view_kinds(shape: tuple[int, ...]) -> tuple[str, ...]:
     """The aliasing views that apply to a value of ``shape``."""
-    if len(shape) == 2:
-        return ("detach", "reshape", "flatten", "transpose", "rows", "strided")
-    if len(shape) == 1:
+    ndim = len(shape)
+    perms = tuple(f"permute:{','.join(map(str, p))}" for p in PERMUTATIONS.get(ndim, ()))
+    if ndim == 3:
+        return ("detach", "flatten", "rows", *perms)
+    if ndim == 2:
+        return ("detach", "reshape", "flatten", "transpose", "rows", "strided", *perms)
+    if ndim == 1:
         kinds = ["detach", "strided"]
         if shape[0] % 2 == 0:
             kinds.append("reshape")
@@ -32,10 +43,15 @@ def view_kinds(shape: tuple[int, ...]) -> tuple[str, ...]:
     return ("detach",)
 
 
+def permutation(kind: str) -> tuple[int, ...]:
+    """The dimensions of a ``permute:...`` view kind, as the user wrote them."""
+    return tuple(int(d) for d in kind.split(":", 1)[1].split(","))
+
+
 def view_index(kind: str, shape: tuple[int, ...]) -> tuple:
     """The basic index a slicing view applies (the runtime and the model use the same one)."""
     if kind == "rows":
-        return (slice(1, min(3, shape[0] - 1)),)
+        return (slice(1, min(3, shape[0] - 1)),) if shape[0] > 2 else (slice(0, 1),)
     if kind == "strided":
         return (slice(None), slice(None, None, 2)) if len(shape) == 2 else (slice(None, None, 2),)
     raise ValueError(kind)
@@ -57,6 +73,8 @@ def apply_view(kind: str, positions: np.ndarray) -> np.ndarray:
         return positions.reshape(view_shape(kind, positions.shape))
     if kind == "transpose":
         return positions.T
+    if kind.startswith("permute:"):
+        return positions.transpose(permutation(kind))
     return positions[view_index(kind, positions.shape)]
 
 

@@ -21,9 +21,10 @@ from harness.properties.base import Invariant
 from harness.properties.layout import expected_read_back, spelled
 from harness.runtime import config, faults, fsdp, nn, optim, sharding, step
 from harness.runtime.mesh import Mesh, normalize_spec
+from harness.runtime.tensor import tensor
 
 #: what training does to a parameter, each a place where a layout can be dropped
-OPS: tuple[str, ...] = ("to", "inplace", "sgd", "adam", "fsdp", "mark_step")
+OPS: tuple[str, ...] = ("to", "inplace", "copy", "sgd", "adam", "fsdp", "mark_step")
 
 
 class _Model(nn.Module):
@@ -63,6 +64,8 @@ def check_preservation(mesh: Mesh, spec: Any, shape: tuple[int, ...], functional
         elif op == "inplace":
             p.detach().mul_(2.0)
             p.detach().add_(1.0)
+        elif op == "copy":  # a restore: copying a replicated value in keeps the parameter's layout
+            p.detach().copy_(tensor(np.full(shape, 0.5, np.float32)))
         elif op in ("sgd", "adam"):
             if op not in optimizers:
                 optimizers[op] = optim.SGD([p], lr=0.01) if op == "sgd" else optim.Adam([p], lr=0.01)
@@ -115,7 +118,7 @@ def _ops_and_dims(example: dict[str, Any]) -> int:
 
 SHARDING_PRESERVATION = Invariant(
     id="sharding-preservation",
-    title="a parameter's sharding survives .to(), in-place ops, SGD/Adam, FSDPv2 and mark_step",
+    title="a parameter's sharding survives .to(), in-place ops, copy_, SGD/Adam, FSDPv2 and mark_step",
     check=check_preservation,
     examples=_preservation_examples,
     catches=(faults.LOST_SHARDING,),

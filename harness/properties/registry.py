@@ -5,7 +5,7 @@ from __future__ import annotations
 from harness.properties.base import Invariant
 from harness.properties.discovery import DISCOVERY_IDEMPOTENCE
 from harness.properties.donation import DONATION
-from harness.properties.layout import COVERAGE, HOST_COPY, ROUND_TRIP
+from harness.properties.layout import COVERAGE, HOST_COPY, ROUND_TRIP, UNEVEN_SPLIT, VIEW_SHARDING
 from harness.properties.machine import SYNC_ALIASING
 from harness.properties.preservation import SHARDING_PRESERVATION
 from harness.properties.specs import OP_SHARDING_CACHE, SPEC_NORMALIZATION
@@ -14,6 +14,8 @@ INVARIANTS: tuple[Invariant, ...] = (
     SPEC_NORMALIZATION,
     OP_SHARDING_CACHE,
     COVERAGE,
+    UNEVEN_SPLIT,
+    VIEW_SHARDING,
     ROUND_TRIP,
     HOST_COPY,
     SHARDING_PRESERVATION,

@@ -272,15 +272,20 @@ _cache_lock = threading.Lock()
 
 
 def _compile(
-    graph: Graph, roots: tuple[int, ...], out_shardings: tuple, donate: tuple[int, ...], in_shardings: tuple
+    graph: Graph,
+    roots: tuple[int, ...],
+    out_shardings: tuple,
+    donate: tuple[int, ...],
+    in_shardings: tuple,
+    device_order: tuple,
 ) -> Executable:
-    key = (graph.program, roots, out_shardings, donate)
+    key = (graph.program, roots, out_shardings, donate, device_order)
     with _cache_lock:
         hit = _cache.get(key)
     if hit is not None:
         metrics.cache_hits += 1
         return hit
-    fn = ir.lower(graph.program, roots)
+    fn = ir.lower(_constraints_in_order(graph.program, device_order), roots)
     # Replicated data lives on a 1-d mesh of its own; when it meets data split over a user mesh of
     # another shape, JAX can name the layout of an output it chose itself on the wrong mesh and
     # fail (IndivisibleError). Two causes, two guards: input layouts go to ``jit`` itself rather
@@ -315,18 +320,38 @@ def _order(sharding: Any) -> tuple:
     return tuple(sharding._device_assignment)
 
 
-def _program_order(inputs: Sequence[DeviceData], requested: Sequence[Any]) -> tuple:
+def _node_shardings(program: ir.Program) -> list[Any]:
+    """The shardings annotated on the program's nodes (``custom_sharding`` constraints)."""
+    return [entry[3] for entry in program if entry[0] != ir.IN and entry[3] is not None]
+
+
+def _program_order(inputs: Sequence[DeviceData], requested: Sequence[Any], program: ir.Program = ()) -> tuple:
     """The device order one executable runs on.
 
     XLA runs an SPMD program on one device assignment, and ``jax.jit`` refuses layouts listing
-    the same devices in another order. A mesh may order its devices any way (PyTorch/XLA's
-    ``Mesh(device_ids, ...)`` takes any permutation), so the first split layout, requested
-    output first, decides; values laid out in another order are brought to it (see ``execute``).
+    the same devices in another order (in its arguments, its results and the sharding constraints
+    inside it). A mesh may order its devices any way (PyTorch/XLA's ``Mesh(device_ids, ...)``
+    takes any permutation), so the first split layout, requested output first, then constraints,
+    then inputs, decides; values laid out in another order are brought to it (see ``execute``),
+    and replicated constraints are restated over it (``_constraints_in_order``).
     """
-    for sharding in (*requested, *(d.sharding for d in inputs)):
+    for sharding in (*requested, *_node_shardings(program), *(d.sharding for d in inputs)):
         if sharding is not None and not _is_replicated(sharding):
             return _order(sharding)
     return topology.discover().devices
+
+
+def _constraints_in_order(program: ir.Program, order: tuple) -> ir.Program:
+    """``program`` with every replicated constraint over another device order restated over
+    ``order`` (replication does not depend on the order; ``jax.jit`` does)."""
+    if not any(not _is_replicated(s) or _order(s) != order for s in _node_shardings(program)):
+        return program
+    out = []
+    for entry in program:
+        if entry[0] != ir.IN and entry[3] is not None and _is_replicated(entry[3]) and _order(entry[3]) != order:
+            entry = (*entry[:3], _replicated(order))
+        out.append(entry)
+    return tuple(out)
 
 
 def _in_order(sharding: Any, order: tuple) -> Any:
@@ -537,10 +562,10 @@ def execute(
             shardings[slot] = sharding
     donate_ids = {id(d) for d in donate}
     donate_idx = tuple(i for i, d in enumerate(graph.inputs) if id(d) in donate_ids)
-    order = _program_order(graph.inputs, shardings)
+    order = _program_order(graph.inputs, shardings, graph.program)
     in_shardings = tuple(_in_order(d.sharding, order) for d in graph.inputs)
     compiled_out = tuple(s if s is None or _order(s) == order else None for s in shardings)
-    exe = _compile(graph, tuple(unique), compiled_out, donate_idx, in_shardings)
+    exe = _compile(graph, tuple(unique), compiled_out, donate_idx, in_shardings, order)
     aval_of = {pos: root.aval for root, pos in zip(roots, graph.root_positions, strict=True)}
     outputs = [
         DeviceData(

@@ -101,3 +101,22 @@ def test_normalize_spec_refuses_what_cannot_mean_anything() -> None:
     with pytest.raises(ValueError, match="more than once"):
         xr.normalize_spec(["a", "a"])
     assert xr.normalize_spec(["a", ["b", "c"]], ndim=3) == ("a", ("b", "c"), None)
+
+
+@pytest.mark.skipif(NDEV < 2, reason="a device order needs two devices to be permuted")
+def test_marking_a_view_over_a_permuted_mesh_compiles() -> None:
+    """view-sharding: a view marked over ``Mesh([.., 7, 6])`` put a sharding constraint over that
+    device order inside a program whose inputs were in the default order, and the step failed to
+    compile ("sharding_constraint inside jit with device ids [..., 7, 6]")."""
+    ids = list(range(NDEV))
+    ids[-2:] = ids[-1], ids[-2]
+    mesh = xr.Mesh(ids, (NDEV,), ("fsdp",))
+    values = np.arange(NDEV * 2, dtype=np.float32).reshape(2, NDEV)
+    t = xr.tensor(values)
+    view = t.T
+    xr.mark_sharding(view, mesh, (None, None))
+    xr.mark_step()
+    assert np.array_equal(view.numpy(), values.T)
+    xr.mark_sharding(view, mesh, ("fsdp", None))
+    xr.mark_step()
+    assert xr.sharding_spec(t) == (None, "fsdp")

@@ -19,6 +19,8 @@ from harness.properties import (
     SHARDING_PRESERVATION,
     SPEC_NORMALIZATION,
     SYNC_ALIASING,
+    UNEVEN_SPLIT,
+    VIEW_SHARDING,
 )
 
 test_spec_normalization = pytest.mark.multiprocess(SPEC_NORMALIZATION.hypothesis_test())
@@ -30,3 +32,5 @@ test_sharding_preservation = SHARDING_PRESERVATION.hypothesis_test()
 test_sync_aliasing = SYNC_ALIASING.hypothesis_test()
 test_discovery_idempotence = pytest.mark.multiprocess(DISCOVERY_IDEMPOTENCE.hypothesis_test())
 test_donation = DONATION.hypothesis_test()
+test_uneven_split = pytest.mark.multiprocess(UNEVEN_SPLIT.hypothesis_test())
+test_view_sharding = VIEW_SHARDING.hypothesis_test()
