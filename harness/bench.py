@@ -1,4 +1,12 @@
-"""``xharness bench``: steady-state training-step time of the reference runtime vs. plain JAX.
+"""``xharness bench [CASE]``: measurements of the harness, each against a peer, in one run.
+
+Cases (``BENCHES``; ``xharness bench`` alone runs ``step``):
+
+- ``step``: steady-state training-step time of the reference runtime vs. plain JAX (below);
+- ``race``: schedule control against the stress baseline on ``race-on-handles``
+  (``harness.scenarios.race_bench``).
+
+The rest of this docstring is the ``step`` case.
 
 Why it exists: the runtime records IR op by op in Python and only then hands XLA one program, so
 its cost over ``jax.jit`` is per-step Python work (recording, graph walk, cache lookup, the
@@ -84,21 +92,42 @@ LR = 0.01
 # --------------------------------------------------------------------------- CLI (parent)
 
 
+@dataclass(frozen=True)
+class Bench:
+    """One ``xharness bench`` case: what it measures and the function that runs it (it returns
+    the exit code)."""
+
+    name: str
+    help: str
+    run: Callable[[argparse.Namespace], int]
+
+
 def add_parsers(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "bench",
-        help="steady-state step time of the runtime vs. plain jax.jit (4 CPU devices)",
+        help="measurements against a peer: step time vs. jax.jit, schedule control vs. stress",
         description=__doc__.split("\n\n")[0] if __doc__ else None,
     )
-    parser.add_argument("--steps", type=int, default=100, help="timed steps per side (default 100)")
-    parser.add_argument("--warmup", type=int, default=10, help="untimed steps per side first (default 10)")
+    parser.add_argument(
+        "case",
+        nargs="?",
+        default="step",
+        choices=list(BENCHES),
+        help="; ".join(f"{b.name}: {b.help}" for b in BENCHES.values()) + " (default step)",
+    )
+    parser.add_argument("--steps", type=int, default=100, help="step: timed steps per side (default 100)")
+    parser.add_argument("--warmup", type=int, default=10, help="step: untimed steps per side first (default 10)")
+    parser.add_argument("--only", choices=sorted(CASES), help="step: run one model")
+    parser.add_argument("--seeds", type=int, default=20, help="race: seeds per strategy (default 20)")
     parser.add_argument("--json", action="store_true", help="print one JSON document")
-    parser.add_argument("--only", choices=sorted(CASES), help="run one case")
     parser.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    return BENCHES[getattr(args, "case", "step")].run(args)
 
+
+def run_step(args: argparse.Namespace) -> int:
     if args.steps < 1 or args.warmup < 1:
         raise UsageError("--steps and --warmup must be at least 1")
     names = [args.only] if args.only else list(CASES)
@@ -119,9 +148,46 @@ def run(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
-def _child_env() -> dict[str, str]:
+def run_race(args: argparse.Namespace) -> int:
+    from harness.scenarios import race_bench
+
+    if args.seeds < 1:
+        raise UsageError("--seeds must be at least 1")
+    cmd = [sys.executable, "-m", "harness.scenarios.race_bench", "--seeds", str(args.seeds)]
+    env = _child_env(race_bench.DEVICES)
+    env.pop("HARNESS_FAULTS", None)  # the case switches the fault itself, on then off
+    try:
+        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=3600)
+    except subprocess.TimeoutExpired:
+        print("xharness bench race: the benchmark child timed out after 3600 s", file=sys.stderr)
+        return 1
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
+    if proc.returncode != 0 or not lines:
+        tail = (proc.stderr or proc.stdout).strip().splitlines()[-15:]
+        print(f"xharness bench race: the benchmark child exited {proc.returncode}", file=sys.stderr)
+        print("\n".join(tail), file=sys.stderr)
+        return 1
+    report: dict[str, Any] = json.loads(lines[-1])
+    report["command"] = "xharness bench race" + (f" --seeds {args.seeds}" if args.seeds != 20 else "")
+    if args.json:
+        print(json.dumps(report, indent=2))
+    else:
+        race_bench.print_report(report)
+    # a failure with the fault off, or a race some seed never found, is a finding: exit 1
+    missed = report["fixed"]["failures"] or not report["goals"]["pct_every_seed"]
+    return 1 if missed else 0
+
+
+#: every case of ``xharness bench``, by name: a new case is one entry here
+BENCHES: dict[str, Bench] = {
+    "step": Bench("step", "runtime step time vs. jax.jit (4 CPU devices)", run_step),
+    "race": Bench("race", "PCT/DFS/random/hypothesis vs. stress on race-on-handles", run_race),
+}
+
+
+def _child_env(devices: int = DEVICES) -> dict[str, str]:
     env = dict(os.environ)
-    env["JAX_NUM_CPU_DEVICES"] = str(DEVICES)
+    env["JAX_NUM_CPU_DEVICES"] = str(devices)
     env["JAX_PLATFORMS"] = "cpu"
     # an inherited forced host device count would fight JAX_NUM_CPU_DEVICES
     flags = [f for f in env.get("XLA_FLAGS", "").split() if not f.startswith("--xla_force_host_platform_device_count")]

@@ -15,7 +15,12 @@ from pathlib import Path
 from harness.report.junit import read_records
 
 ROOT = Path(__file__).resolve().parents[2]
-_SCRUB = ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID", "PYTEST_ADDOPTS")
+_SCRUB = (
+    "PYTEST_XDIST_WORKER",
+    "PYTEST_XDIST_WORKER_COUNT",
+    "PYTEST_XDIST_TESTRUNUID",
+    "PYTEST_ADDOPTS",
+)
 
 
 def test_explored_records_carry_strategy_seed_and_schedule(tmp_path: Path) -> None:
@@ -37,7 +42,11 @@ def test_explored_records_carry_strategy_seed_and_schedule(tmp_path: Path) -> No
     out = tmp_path / "out"
     proc = subprocess.run(
         [sys.executable, "-m", "harness.cli", "run", "--matrix", str(matrix), "--out", str(out)],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600,
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     records = {r.nodeid.rsplit("[", 1)[-1]: r for r in read_records(out / "junit" / "race-2.xml")}
@@ -49,7 +58,10 @@ def test_explored_records_carry_strategy_seed_and_schedule(tmp_path: Path) -> No
     assert fixed.properties["schedules"] == "20" and "schedule" not in fixed.properties
     props = injected.properties
     assert props["schedule"].startswith("s1:") and props["preemptions"].isdigit()
-    assert props["repro"] == "xharness repro race-on-handles --inject --explore pct --seed 0 --cell race-2"
+    assert (
+        props["repro"]
+        == "xharness repro race-on-handles --inject --explore pct --seed 0 --cell race-2"
+    )
     assert props["repro-schedule"] == (
         f"xharness repro race-on-handles --inject --schedule {props['schedule']} --seed 0 --cell race-2"
     )

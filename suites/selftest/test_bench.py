@@ -42,6 +42,35 @@ def test_bench_table_and_usage_errors(capsys: pytest.CaptureFixture[str]) -> Non
     assert cli.main(["bench", "--steps", "0"]) == cli.EXIT_USAGE
 
 
+def test_bench_cases_are_named_and_step_is_the_default() -> None:
+    assert {"step", "race"} <= set(bench.BENCHES)
+    for name, case in bench.BENCHES.items():
+        assert case.name == name and case.help.strip() and callable(case.run)
+    args = cli.build_parser().parse_args(["bench"])
+    assert args.case == "step"
+    assert cli.main(["bench", "race", "--seeds", "0"]) == cli.EXIT_USAGE
+
+
+def test_bench_race_json(capsys: pytest.CaptureFixture[str]) -> None:
+    code = cli.main(["bench", "race", "--seeds", "2", "--json"])
+    report = json.loads(capsys.readouterr().out)
+    assert code == 0, report
+    assert report["name"] == "race" and report["seeds"] == 2
+    assert report["command"] == "xharness bench race --seeds 2"
+    injected, fixed, goals = report["injected"], report["fixed"], report["goals"]
+    for name in ("pct", "dfs", "random", "hypothesis", "stress"):
+        assert injected[name]["found"] == 2, (name, injected[name])
+        assert 1 <= injected[name]["median"] <= injected[name]["max"]
+    for name in ("pct", "dfs", "random", "hypothesis"):
+        assert injected[name]["replayed"] == 2, name
+    assert injected["failure_kinds"] == ["PlaceholderAccessError"]
+    assert injected["hypothesis"]["max_preemptions"] <= 2
+    assert fixed["failures"] == 0 and fixed["explored"] >= 500
+    assert fixed["dfs"]["exhausted"] is True and fixed["dfs"]["schedules"] > 1
+    assert report["points"]["points_per_step"] > 0 and report["points"]["ns_per_point"] >= 0
+    assert goals["every_schedule_replays"] and goals["dfs_exhausted"] and goals["pct_every_seed"]
+
+
 def test_every_case_has_a_description_and_target() -> None:
     assert set(bench.CASES) == {"tiny", "medium", "vit"}
     assert bench.CASES["tiny"].target == 3.0

@@ -71,9 +71,20 @@ def test_the_runtime_reaches_its_points_on_both_threads() -> None:
             pass  # lost the race for real: the points were reached all the same
         xr.wait_device_ops()
     caller = rec.names(threading.current_thread().name)
-    for name in ("RLock.acquire", "Lock.acquire", "SimpleQueue.put", "device_data", "DeviceData.handle", "wait_device_ops"):
+    for name in (
+        "RLock.acquire",
+        "Lock.acquire",
+        "SimpleQueue.put",
+        "device_data",
+        "DeviceData.handle",
+        "wait_device_ops",
+    ):
         assert name in caller, (name, caller)
-    assert caller.index("SimpleQueue.put") < caller.index("device_data") < caller.index("DeviceData.handle")
+    assert (
+        caller.index("SimpleQueue.put")
+        < caller.index("device_data")
+        < caller.index("DeviceData.handle")
+    )
     worker = rec.names("harness-executor")
     for name in ("SimpleQueue.get", "executor.launch", "DeviceData.fill", "Event.set"):
         assert name in worker, (name, worker)
