@@ -1,0 +1,255 @@
+"""One cached virtual environment per release of a runtime under test.
+
+Two releases of PyTorch/XLA cannot share an interpreter (each pins its own ``torch``), and the
+process that runs a release's catalog must import that release, so each (runtime, release) gets
+its own venv holding the release and this project (an editable install, so the harness, its
+plugin and the suites run inside it from the working tree). A build downloads gigabytes and takes
+minutes, so it is done once and reused: the directory is complete only when its stamp file (the
+pip freeze and what was asked for) exists, and a build runs under a lock so two processes never
+build one environment at once.
+
+The build happens in place rather than in a temporary directory renamed at the end: a venv is not
+relocatable (pip writes the absolute interpreter path into every script it installs), so a renamed
+one would carry broken ``bin/`` scripts. The stamp, written atomically and last, is the commit
+point instead: a directory without it is the leftover of an interrupted build and is rebuilt.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+import tomllib
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness.report.files import write_atomic
+
+ENV_DIR_VARIABLE = "XHARNESS_ENV_DIR"
+#: extra ``pip install`` arguments for every release environment (an index mirror, a proxy...)
+PIP_ARGS_VARIABLE = "XHARNESS_PIP_ARGS"
+STAMP = "xharness-env.json"
+PIP_TAIL_LINES = 25
+
+#: what ``pip install`` gets for a release of each runtime that lives in its own environment
+RELEASE_REQUIREMENTS: dict[str, Callable[[str], list[str]]] = {
+    "torch_xla": lambda release: [f"torch=={release}", f"torch-xla=={release}"],
+}
+
+
+class ReleaseInstallError(Exception):
+    """A release could not be installed; names the release and shows the tail of pip's output."""
+
+    def __init__(self, runtime: str, release: str, reason: str, output: str = "") -> None:
+        self.runtime, self.release, self.reason, self.output = runtime, release, reason, output
+        tail = "\n".join(output.strip().splitlines()[-PIP_TAIL_LINES:])
+        message = f"cannot install {runtime} {release}: {reason}"
+        super().__init__(f"{message}\n{tail}" if tail else message)
+
+
+@dataclass(frozen=True)
+class ReleaseEnv:
+    runtime: str
+    release: str
+    path: Path
+    built: bool  # False when an existing environment was reused
+    seconds: float  # spent building (or checking, when reused)
+
+    @property
+    def python(self) -> Path:
+        return self.path / "bin" / "python"
+
+    def stamp(self) -> dict[str, object]:
+        return json.loads((self.path / STAMP).read_text(encoding="utf-8"))
+
+
+def env_root() -> Path:
+    """``$XHARNESS_ENV_DIR``, else ``~/.cache/xharness/envs``."""
+    configured = os.environ.get(ENV_DIR_VARIABLE, "").strip()
+    return Path(configured).expanduser() if configured else Path.home() / ".cache/xharness/envs"
+
+
+def env_name(runtime: str, release: str) -> str:
+    """``torch_xla-2.9.0-py311``: the interpreter is part of the key (wheels are per Python)."""
+    return f"{runtime}-{release}-py{sys.version_info.major}{sys.version_info.minor}"
+
+
+def project_root() -> Path:
+    """The checkout this package was imported from (installed editable, as the harness needs)."""
+    root = Path(__file__).resolve().parents[2]
+    if not (root / "pyproject.toml").is_file():
+        raise ReleaseInstallError(
+            "xharness", "(this checkout)", f"no pyproject.toml at {root}: release environments "
+            "install the harness from its source tree, so install it editable (pip install -e .)"
+        )
+    return root
+
+
+def project_fingerprint(root: Path) -> str:
+    """What the release environment's copy of the project depends on: the checkout and its
+    declared dependencies. The code itself is an editable install and needs no refresh."""
+    try:
+        meta = tomllib.loads((root / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    except (OSError, KeyError, tomllib.TOMLDecodeError):
+        meta = {}
+    key = json.dumps(
+        [str(root), meta.get("dependencies", []), meta.get("entry-points", {})], sort_keys=True
+    )
+    return hashlib.sha256(key.encode()).hexdigest()[:16]
+
+
+def requirements_for(runtime: str, release: str) -> list[str]:
+    try:
+        return RELEASE_REQUIREMENTS[runtime](release)
+    except KeyError:
+        known = ", ".join(RELEASE_REQUIREMENTS)
+        raise ReleaseInstallError(
+            runtime, release, f"runtime {runtime!r} has no release environments (known: {known})"
+        ) from None
+
+
+def extra_pip_args() -> list[str]:
+    return os.environ.get(PIP_ARGS_VARIABLE, "").split()
+
+
+@contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    """An exclusive ``flock`` on ``path``: released by the kernel if the holder dies."""
+    with open(path, "a+") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _run(cmd: Sequence[str], runtime: str, release: str, what: str, log: Path) -> str:
+    """Run one build step; its whole output goes to ``log``, a failure raises naming the release."""
+    try:
+        proc = subprocess.run(
+            list(cmd), capture_output=True, text=True, env={**os.environ, "PIP_NO_INPUT": "1"}
+        )
+    except OSError as exc:
+        raise ReleaseInstallError(runtime, release, f"{what}: {exc}") from None
+    output = proc.stdout + proc.stderr
+    with open(log, "a", encoding="utf-8") as handle:
+        handle.write(f"$ {' '.join(cmd)}\n{output}\n[exit {proc.returncode}]\n")
+    if proc.returncode != 0:
+        raise ReleaseInstallError(
+            runtime, release, f"{what} exited with {proc.returncode} (full log: {log})", output
+        )
+    return output
+
+
+def _complete(path: Path) -> dict[str, object] | None:
+    stamp = path / STAMP
+    if not stamp.is_file() or not (path / "bin" / "python").exists():
+        return None
+    try:
+        data = json.loads(stamp.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def ensure_env(
+    runtime: str,
+    release: str,
+    *,
+    root: Path | None = None,
+    requirements: Sequence[str] | None = None,
+    pip_args: Sequence[str] | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> ReleaseEnv:
+    """The environment of ``runtime`` ``release``: reused when complete, else built.
+
+    ``requirements`` replaces the release's own pins (tests use it to make pip fail fast), and
+    ``pip_args`` defaults to ``$XHARNESS_PIP_ARGS``. Raises :class:`ReleaseInstallError`.
+    """
+    started = time.monotonic()
+    say = progress or (lambda message: None)
+    wanted = list(requirements) if requirements is not None else requirements_for(runtime, release)
+    extra = list(pip_args) if pip_args is not None else extra_pip_args()
+    base = root or env_root()
+    try:
+        base.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ReleaseInstallError(runtime, release, f"cannot create {base}: {exc}") from None
+    name = env_name(runtime, release)
+    path = base / name
+    project = project_root()
+    fingerprint = project_fingerprint(project)
+    with _locked(base / f"{name}.lock"):
+        stamp = _complete(path)
+        if stamp is not None and stamp.get("requirements") == wanted:
+            if stamp.get("project") != fingerprint:  # another checkout or new dependencies
+                say(f"{runtime} {release}: refreshing the harness in {path}")
+                log = path / "xharness-build.log"
+                _run([str(path / "bin/python"), "-m", "pip", "install", "-q", *extra, "-e",
+                      str(project)], runtime, release, "pip install of the harness", log)
+                _write_stamp(path, runtime, release, wanted, fingerprint, project, log)
+            return ReleaseEnv(runtime, release, path, False, time.monotonic() - started)
+        if path.exists():
+            say(f"{runtime} {release}: removing the incomplete environment {path}")
+            shutil.rmtree(path)
+        say(f"{runtime} {release}: building {path} (pip install {' '.join(wanted)})")
+        log = base / f"{name}.build.log"
+        log.write_text("", encoding="utf-8")
+        try:
+            _run([sys.executable, "-m", "venv", str(path)], runtime, release, "python -m venv", log)
+            python = str(path / "bin" / "python")
+            _run([python, "-m", "pip", "install", "-q", *extra, "--upgrade", "pip"], runtime,
+                 release, "pip upgrade", log)
+            # the release alone first, so that a release pip cannot find is named as such
+            _run([python, "-m", "pip", "install", *extra, *wanted], runtime, release,
+                 f"pip install {' '.join(wanted)}", log)
+            _run([python, "-m", "pip", "install", *extra, "-e", str(project)], runtime, release,
+                 "pip install of the harness", log)
+            _write_stamp(path, runtime, release, wanted, fingerprint, project, log)
+        except ReleaseInstallError:
+            shutil.rmtree(path, ignore_errors=True)  # gigabytes of a release that will not work
+            raise
+        shutil.copyfile(log, path / "xharness-build.log")
+        log.unlink()
+    seconds = time.monotonic() - started
+    say(f"{runtime} {release}: built in {seconds:.0f} s")
+    return ReleaseEnv(runtime, release, path, True, seconds)
+
+
+def _write_stamp(
+    path: Path,
+    runtime: str,
+    release: str,
+    wanted: list[str],
+    fingerprint: str,
+    project: Path,
+    log: Path,
+) -> None:
+    freeze = _run([str(path / "bin/python"), "-m", "pip", "freeze", "--all"], runtime, release,
+                  "pip freeze", log)
+    stamp = {
+        "runtime": runtime,
+        "release": release,
+        "requirements": wanted,
+        "project": fingerprint,
+        "project_root": str(project),
+        "python": sys.version.split()[0],
+        "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "freeze": freeze.splitlines(),
+    }
+    write_atomic(path / STAMP, (json.dumps(stamp, indent=2) + "\n").encode())
+
+
+def find_env(runtime: str, release: str, root: Path | None = None) -> ReleaseEnv | None:
+    """The complete environment of ``runtime`` ``release`` if one exists, without building."""
+    path = (root or env_root()) / env_name(runtime, release)
+    if _complete(path) is None:
+        return None
+    return ReleaseEnv(runtime, release, path, False, 0.0)

@@ -1,0 +1,214 @@
+"""Expected outcomes of the catalog against real runtimes, and the verdict on an actual outcome.
+
+Against a real runtime there is no fault switch: the upstream trigger runs as written upstream and
+either shows the bug's signature (``reproduced``), runs clean (``passed``), breaks some other way
+(``failed``) or cannot run here (``skipped``). Whether that is good news depends on the release,
+so what each release is expected to do is data (``harness/scenarios/expected.toml``), not code:
+a row names a runtime, a release range (a PEP 440 specifier set such as ``<2.6``), a scenario and
+the outcome. A result that differs from its row is what fails a CI run:
+
+``as-expected``         the outcome is the row's;
+``regressed``           the row says ``passed`` (the bug was fixed) and the trigger reproduced it
+                        or broke: the release went backwards;
+``unexpectedly-fixed``  the row says ``reproduced`` and the trigger ran clean: good news that the
+                        table must learn, so it is still a failure until the row is updated;
+``unexpected``          any other difference, including an outcome for which no row exists (a
+                        real runtime's result means nothing until someone says what to expect);
+``skipped``             the run could not happen here. A skip because *this machine* lacks
+                        something (a multi-slice TPU) is never held against a release. A skip
+                        because *the release* lacks something (an API that did not exist yet) is
+                        compared with the table like any outcome: ``as-expected`` when the row
+                        says ``skipped`` or there is no row, ``unexpected`` when the row expected
+                        the trigger to run.
+
+Only ``as-expected`` and ``skipped`` leave CI green.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.version import InvalidVersion, Version
+
+REPRODUCED, PASSED, FAILED, SKIPPED = "reproduced", "passed", "failed", "skipped"
+OUTCOMES = (REPRODUCED, PASSED, FAILED, SKIPPED)
+AS_EXPECTED, REGRESSED, UNEXPECTEDLY_FIXED, UNEXPECTED = (
+    "as-expected",
+    "regressed",
+    "unexpectedly-fixed",
+    "unexpected",
+)
+VERDICT_SKIPPED = "skipped"
+VERDICTS = (AS_EXPECTED, REGRESSED, UNEXPECTEDLY_FIXED, UNEXPECTED, VERDICT_SKIPPED)
+GREEN = (AS_EXPECTED, VERDICT_SKIPPED)
+#: runtimes a row may name (the reference runtime is judged by its fault switches instead)
+REAL_RUNTIMES = ("jax", "torch_xla")
+
+_ROW_KEYS = {"runtime", "releases", "scenario", "outcome", "why"}
+_REQUIRED = ("runtime", "releases", "scenario", "outcome")
+
+
+class ExpectedTableError(Exception):
+    """A malformed expected-outcomes file; the message names the file, line and field."""
+
+
+@dataclass(frozen=True)
+class Expectation:
+    runtime: str
+    releases: SpecifierSet
+    scenario: str
+    outcome: str
+    why: str = ""
+    line: int | None = None
+
+    def covers(self, runtime: str, release: str, scenario: str) -> bool:
+        if (runtime, scenario) != (self.runtime, self.scenario):
+            return False
+        return self.releases.contains(public_version(release), prereleases=True)
+
+    def describe(self) -> str:
+        return f"{self.runtime} {self.releases or '(any release)'}: {self.outcome}"
+
+
+@dataclass(frozen=True)
+class Verdict:
+    verdict: str
+    expected: str | None  # the row's outcome, or None without a row
+    actual: str
+    reason: str  # one sentence for the terminal, the JUnit message and the dashboard
+
+    @property
+    def green(self) -> bool:
+        return self.verdict in GREEN
+
+
+def public_version(release: str) -> Version:
+    """``2.5.1+cu121`` -> ``2.5.1``: the local label names a build, not a release."""
+    try:
+        return Version(Version(release).public)
+    except InvalidVersion:
+        raise ExpectedTableError(f"not a release version: {release!r}") from None
+
+
+def default_path() -> Path:
+    return Path(__file__).resolve().parents[1] / "scenarios" / "expected.toml"
+
+
+@dataclass(frozen=True)
+class ExpectedTable:
+    path: Path
+    rows: tuple[Expectation, ...]
+
+    def lookup(self, runtime: str, release: str, scenario: str) -> Expectation | None:
+        """The one row for this (runtime, release, scenario); two matching rows are an error,
+        since the table would then say two things about one run."""
+        found = [r for r in self.rows if r.covers(runtime, release, scenario)]
+        if len(found) > 1:
+            lines = " and ".join(str(r.line) for r in found)
+            raise ExpectedTableError(
+                f"{self.path}: rows at lines {lines} both cover {runtime} {release} for "
+                f"{scenario!r}; narrow their release ranges"
+            )
+        return found[0] if found else None
+
+    def judge(
+        self, runtime: str, release: str, scenario: str, actual: str, machine_skip: bool = False
+    ) -> Verdict:
+        row = self.lookup(runtime, release, scenario)
+        return judge(row.outcome if row else None, actual, machine_skip, row)
+
+
+def judge(
+    expected: str | None,
+    actual: str,
+    machine_skip: bool = False,
+    row: Expectation | None = None,
+) -> Verdict:
+    """The verdict on ``actual`` given the table's ``expected`` outcome (see the module doc)."""
+    if actual not in OUTCOMES:
+        raise ValueError(f"unknown outcome {actual!r}")
+    where = f" (expected.toml line {row.line})" if row is not None and row.line else ""
+    if actual == SKIPPED and (machine_skip or expected is None):
+        why = "this machine cannot run it" if machine_skip else "the release cannot run it"
+        return Verdict(VERDICT_SKIPPED, expected, actual, why)
+    if expected is None:
+        return Verdict(
+            UNEXPECTED, None, actual,
+            f"{actual}, and the table has no expected outcome for it: add a row to expected.toml",
+        )
+    if actual == expected:
+        return Verdict(AS_EXPECTED, expected, actual, f"{actual}, as expected{where}")
+    if expected == PASSED and actual in (REPRODUCED, FAILED):
+        return Verdict(REGRESSED, expected, actual, f"expected passed{where}, got {actual}")
+    if expected == REPRODUCED and actual == PASSED:
+        return Verdict(
+            UNEXPECTEDLY_FIXED, expected, actual,
+            f"expected the bug to reproduce{where}, but it passed: update the table",
+        )
+    return Verdict(UNEXPECTED, expected, actual, f"expected {expected}{where}, got {actual}")
+
+
+def load(path: Path | None = None, scenarios: tuple[str, ...] | None = None) -> ExpectedTable:
+    """Read and validate the table; ``scenarios`` (default: the catalog's ids) are the names a
+    row may use. Raises :class:`ExpectedTableError` naming the line of the offending row."""
+    path = path or default_path()
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ExpectedTableError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ExpectedTableError(f"{path}: not valid TOML: {exc}") from None
+    if scenarios is None:
+        from harness.scenarios import registry
+
+        scenarios = tuple(s.id for s in registry.all_scenarios())
+    unknown_top = sorted(set(data) - {"expect"})
+    if unknown_top:
+        raise ExpectedTableError(f"{path}: unknown top-level key {unknown_top[0]!r} (rows are "
+                                 "[[expect]] tables)")
+    raw = data.get("expect", [])
+    if not isinstance(raw, list):
+        raise ExpectedTableError(f"{path}: 'expect' must be an array of tables ([[expect]])")
+    headers = [n for n, ln in enumerate(text.splitlines(), 1) if re.match(r"\s*\[\[\s*expect\s*\]\]", ln)]
+    rows = []
+    for index, body in enumerate(raw):
+        line = headers[index] if index < len(headers) else None
+        rows.append(_row(path, line, body, scenarios))
+    return ExpectedTable(path, tuple(rows))
+
+
+def _row(path: Path, line: int | None, body: object, scenarios: tuple[str, ...]) -> Expectation:
+    def fail(field: str, message: str) -> ExpectedTableError:
+        where = f"{path}:{line}" if line else str(path)
+        return ExpectedTableError(f"{where}: expect.{field}: {message}")
+
+    if not isinstance(body, dict):
+        raise fail("", "each row is a table")
+    for key in body:
+        if key not in _ROW_KEYS:
+            raise fail(key, f"unknown key (expected one of {', '.join(sorted(_ROW_KEYS))})")
+    for key in _REQUIRED:
+        if key not in body:
+            raise fail(key, "missing")
+        if not isinstance(body[key], str):
+            raise fail(key, f"must be a string, got {body[key]!r}")
+    if body["runtime"] not in REAL_RUNTIMES:
+        raise fail("runtime", f"unknown runtime {body['runtime']!r} (one of {', '.join(REAL_RUNTIMES)})")
+    if body["scenario"] not in scenarios:
+        raise fail("scenario", f"unknown scenario {body['scenario']!r} (one of {', '.join(scenarios)})")
+    if body["outcome"] not in OUTCOMES:
+        raise fail("outcome", f"unknown outcome {body['outcome']!r} (one of {', '.join(OUTCOMES)})")
+    try:
+        releases = SpecifierSet(body["releases"])
+    except InvalidSpecifier:
+        raise fail("releases", f"not a version range like '<2.6' or '>=2.6,<3': {body['releases']!r}") from None
+    why = body.get("why", "")
+    if not isinstance(why, str):
+        raise fail("why", "must be a string")
+    return Expectation(body["runtime"], releases, body["scenario"], body["outcome"], why, line)
