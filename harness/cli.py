@@ -2,7 +2,9 @@
 
 Each area of the harness owns its subcommands (``add_parsers`` in its ``commands`` module), so this
 file only wires them together and maps failures to the documented exit codes:
-0 success, 1 test/scenario failure, 2 usage or configuration error.
+0 success, 1 test/scenario failure, 2 usage or configuration error; the commands that run real
+runtime releases add 3 (a release could not be installed) and 4 (the runtime is not importable
+here and no release was named).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ _COMMAND_MODULES = (
     "harness.matrix.commands",  # run, cells
     "harness.report.commands",  # report merge, report html
     "harness.bench",  # bench
+    "harness.adapters.releases",  # releases
     "harness.teeth.commands",  # teeth
 )
 

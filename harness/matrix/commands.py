@@ -3,12 +3,19 @@
 ``run`` is the main job: every selected cell in fresh processes under the supervisor, one JUnit
 file per cell written as soon as the cell ends (a partial run is readable), then the merged
 report, dashboard and summary. Exit status: 0 all passed (flaky passes are listed), 1 a test
-failed or errored in some cell, 2 a usage or matrix-file error.
+failed or errored in some cell, 2 a usage or matrix-file error, 3 a release named by ``--release``
+or a cell's ``runtime.release`` could not be installed (that cell gets an error record, the others
+run), 4 the runtime under test is not importable here and no release was named.
+
+The runtime under test is ``--runtime`` when given, else the cell's ``runtime.name``, else the
+reference runtime. A PyTorch/XLA release (``--release``, ``runtime.release``) runs in its own
+cached environment (``harness.adapters.envs``): the cell's pytest is that environment's Python.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import signal
 import sys
@@ -17,6 +24,7 @@ from pathlib import Path
 
 from harness.errors import UsageError
 from harness.matrix.config import (
+    RELEASED_RUNTIMES,
     RUNTIMES,
     Cell,
     Matrix,
@@ -43,7 +51,12 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-a
     run.add_argument("--cells", help="comma-separated cell names (default: every cell of the matrix)")
     run.add_argument("--matrix", type=Path, help="matrix file (default: ci/matrix.toml)")
     run.add_argument("--out", type=Path, default=Path("reports"), help="output directory (default: reports)")
-    run.add_argument("--runtime", default="reference", help=f"runtime under test ({', '.join(RUNTIMES)})")
+    run.add_argument("--runtime", default=None,
+                     help=f"runtime under test ({', '.join(RUNTIMES)}; default: each cell's runtime.name, "
+                     "else reference)")
+    run.add_argument("--release", default=None,
+                     help=f"a release of the runtime under test ({', '.join(RELEASED_RUNTIMES)}), run in its "
+                     "own cached environment")
     run.add_argument("--reruns", type=int, default=0, help="rerun failed tests up to N times (flaky detection)")
     run.add_argument("--timeout", type=float, help="per-test time limit in seconds (default: the cell's)")
     run.add_argument("pytest_args", nargs=argparse.REMAINDER, help="-- then arguments for pytest")
@@ -95,8 +108,13 @@ def cells_command(args: argparse.Namespace) -> int:
 # -- run -------------------------------------------------------------------------------------------
 def run_command(args: argparse.Namespace) -> int:
     matrix = _load(args.matrix)
-    if args.runtime not in RUNTIMES:
+    if args.runtime is not None and args.runtime not in RUNTIMES:
         raise _usage_error(f"--runtime: unknown runtime {args.runtime!r} (known: {', '.join(RUNTIMES)})")
+    if args.release is not None and args.runtime not in RELEASED_RUNTIMES:
+        raise _usage_error(
+            f"--release names a release of a runtime that lives in its own environment: add --runtime "
+            f"{' or '.join(RELEASED_RUNTIMES)}"
+        )
     if args.reruns < 0:
         raise _usage_error("--reruns must be 0 or more")
     if args.timeout is not None and not args.timeout > 0:
@@ -113,13 +131,17 @@ def run_command(args: argparse.Namespace) -> int:
     prefix = "xharness run"
     if args.matrix is not None:
         prefix += f" --matrix {args.matrix}"
-    if args.runtime != "reference":
+    if args.runtime is not None:
         prefix += f" --runtime {args.runtime}"
+    if args.release is not None:
+        prefix += f" --release {args.release}"
+    cells = [_with_runtime(c, args.runtime, args.release) for c in cells]
+    _check_importable(cells)
     out: Path = args.out
     settings = RunSettings(
         matrix=matrix,
         out_dir=out,
-        runtime=args.runtime,
+        runtime=args.runtime or "reference",
         reruns=args.reruns,
         timeout=args.timeout,
         pytest_args=tuple(pytest_args),
@@ -143,20 +165,73 @@ def _interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt(f"signal {signum}")
 
 
+def _with_runtime(cell: Cell, runtime: str | None, release: str | None) -> Cell:
+    """The cell with the runtime it runs: ``--runtime``/``--release`` override its own."""
+    name = runtime or cell.runtime_name or "reference"
+    if runtime is not None and runtime != cell.runtime_name:
+        cell_release = release  # the cell's release belongs to its own runtime
+    else:
+        cell_release = release or cell.release
+    return dataclasses.replace(cell, runtime_name=name, release=cell_release)
+
+
+def _check_importable(cells: list[Cell]) -> None:
+    """A released runtime with no release named runs in this interpreter: it must be here."""
+    from harness.adapters.releases import EXIT_UNAVAILABLE, importable_here
+
+    for cell in cells:
+        if cell.runtime_name in RELEASED_RUNTIMES and not cell.release and not importable_here(cell.runtime_name):
+            raise SystemExit(_unavailable(cell, EXIT_UNAVAILABLE))
+
+
+def _unavailable(cell: Cell, code: int) -> int:
+    print(
+        f"xharness: error: cell {cell.name}: {cell.runtime_name} is not importable by {sys.executable}; "
+        f"name a release (--release 2.9.0, or runtime.release in the matrix file) to run it in that "
+        "release's own cached environment",
+        file=sys.stderr,
+    )
+    return code
+
+
+def _launch(cell: Cell, settings: RunSettings, progress: Progress) -> tuple[CellResult, bool]:
+    """Run one cell: in this interpreter, or in its release's environment (built if needed).
+    The flag says the release could not be installed (the cell then has an error record)."""
+    name = cell.runtime_name or "reference"
+    cell_settings = dataclasses.replace(settings, runtime=name)
+    if not cell.release:
+        return CellRun(cell, cell_settings, progress).run(), False
+    from harness.adapters import envs
+    from harness.adapters.releases import ReleaseCellRun, install_error_record
+
+    try:
+        env = envs.ensure_env(name, cell.release, progress=progress.note)
+    except envs.ReleaseInstallError as exc:
+        progress.note(f"error: {exc}")
+        return CellResult(cell, [install_error_record(cell, exc)]), True
+    return ReleaseCellRun(cell, cell_settings, progress, str(env.python)).run(), False
+
+
 def _run_cells(cells: list[Cell], settings: RunSettings, out: Path, junit_dir: Path) -> int:
     from harness.report.junit import write_cell_xml
 
     progress = Progress(len(cells))
     started = time.monotonic()
     results: list[CellResult] = []
+    install_failed: list[str] = []
     for cell in cells:
         found = probe(cell)
         if not found.available:
             progress.cell_skipped(cell.name, found.reason)
             result = CellResult(cell, [_skipped_cell_record(cell, found.reason)], skipped=found.reason)
         else:
-            progress.cell_started(cell.name, f"{cell.backend} {_shape(cell)}, {cell.runtime_label()}")
-            result = CellRun(cell, settings, progress).run()
+            runtime = cell.runtime_name or "reference"
+            if cell.release:
+                runtime += f" {cell.release}"
+            progress.cell_started(cell.name, f"{cell.backend} {_shape(cell)}, {runtime}, {cell.runtime_label()}")
+            result, not_installed = _launch(cell, settings, progress)
+            if not_installed:
+                install_failed.append(cell.name)
             progress.cell_finished(cell.name, _counts_text(result) + f" in {result.wall:.1f}s")
         write_cell_xml(cell.name, result.records, junit_dir / f"{cell.name}.xml")
         results.append(result)
@@ -170,7 +245,13 @@ def _run_cells(cells: list[Cell], settings: RunSettings, out: Path, junit_dir: P
     finish_run(out)
     _write_run_summary(out / "matrix.json", results, wall)
     code = _print_summary(results, wall, out)
-    return 130 if any(r.interrupted for r in results) else code
+    if any(r.interrupted for r in results):
+        return 130
+    if install_failed:
+        from harness.adapters.releases import EXIT_INSTALL
+
+        return EXIT_INSTALL
+    return code
 
 
 def _skipped_cell_record(cell: Cell, reason: str) -> TestRecord:

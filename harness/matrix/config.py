@@ -19,8 +19,13 @@ from typing import Any
 BACKENDS = {"cpu": "cpu", "gpu": "cuda", "tpu": "tpu"}
 #: runtime options a cell may set, with their defaults (the runtime reads them from the environment)
 RUNTIME_OPTIONS: dict[str, bool] = {"functionalization": True, "param_aliasing": True}
-#: runtimes under test that ``--runtime`` accepts
-RUNTIMES = ("reference",)
+#: what else the ``runtime`` table of a cell may say: which runtime is under test, and which of
+#: its releases (a release runs in its own cached environment: ``harness.adapters.envs``)
+RUNTIME_IDENTITY = ("name", "release")
+#: runtimes under test that ``--runtime`` and ``runtime.name`` accept
+RUNTIMES = ("reference", "jax", "torch_xla")
+#: runtimes whose releases live in their own environments (``runtime.release``, ``--release``)
+RELEASED_RUNTIMES = ("torch_xla",)
 
 _CELL_KEYS = {
     "backend",
@@ -51,8 +56,12 @@ OWNED_ENV = {
     "HARNESS_FUNCTIONALIZATION": "runtime.functionalization",
     "HARNESS_DISABLE_FUNCTIONALIZATION": "runtime.functionalization",
     "HARNESS_PARAM_ALIASING": "runtime.param_aliasing",
+    "HARNESS_RELEASE": "runtime.release",
 }
+#: PyTorch/XLA's own name of each backend (``PJRT_DEVICE``)
+PJRT_DEVICES = {"cpu": "CPU", "gpu": "CUDA", "tpu": "TPU"}
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+_RELEASE_RE = re.compile(r"^\d+(\.\d+)*([a-z]+\d*)?(\.(post|dev)\d+)?(\+[A-Za-z0-9.]+)?$")
 
 
 class MatrixError(Exception):
@@ -80,6 +89,8 @@ class Cell:
     timeout: float = 300.0  # per test, seconds
     description: str = ""
     line: int | None = None  # where the cell's table starts in the file
+    runtime_name: str | None = None  # ``runtime.name``: None leaves it to ``--runtime``
+    release: str | None = None  # ``runtime.release``: a release of ``runtime_name``
 
     @property
     def total_devices(self) -> int:
@@ -95,7 +106,9 @@ class Cell:
         return " ".join(parts)
 
     def environment(self, runtime_name: str = "reference") -> dict[str, str]:
-        """The variables that make a fresh process *be* this cell (before JAX initializes)."""
+        """The variables that make a fresh process *be* this cell (before JAX initializes), and,
+        for PyTorch/XLA, before it imports: its device, device count and flags come from the
+        same fields, under its own variable names."""
         env = {
             "HARNESS_CELL": self.name,
             "HARNESS_BACKEND": self.backend,
@@ -111,6 +124,14 @@ class Cell:
         }
         if self.backend == "cpu":
             env["JAX_NUM_CPU_DEVICES"] = str(self.devices)
+        if self.release:
+            env["HARNESS_RELEASE"] = self.release
+        if runtime_name == "torch_xla":
+            env["PJRT_DEVICE"] = PJRT_DEVICES[self.backend]
+            if self.backend == "cpu":
+                env["CPU_NUM_DEVICES"] = str(self.devices)
+            env["XLA_DISABLE_FUNCTIONALIZATION"] = "0" if self.runtime["functionalization"] else "1"
+            env["XLA_ENABLE_PARAM_ALIASING"] = "1" if self.runtime["param_aliasing"] else "0"
         env.update(self.env)
         return env
 
@@ -122,7 +143,11 @@ class Cell:
             "processes": self.processes,
             "slices": self.slices,
             "total_devices": self.total_devices,
-            "runtime": dict(self.runtime),
+            "runtime": {
+                **self.runtime,
+                **({"name": self.runtime_name} if self.runtime_name else {}),
+                **({"release": self.release} if self.release else {}),
+            },
             "env": dict(self.env),
             "paths": list(self.paths),
             "pytest_args": list(self.pytest_args),
@@ -255,7 +280,16 @@ class _Parser:
                 raise self.fail(table, key, f"unknown key (expected one of {', '.join(sorted(_CELL_KEYS))})")
             out[key] = self._value(table, key, value)
         if "runtime" in out:  # merge over the defaults rather than replace them
-            out["runtime"] = {**RUNTIME_OPTIONS, **base.get("runtime", {}), **out["runtime"]}
+            merged = {**RUNTIME_OPTIONS, **base.get("runtime", {}), **out["runtime"]}
+            for key in RUNTIME_IDENTITY:  # name and release are fields of their own
+                if key in merged:
+                    out["runtime_name" if key == "name" else key] = merged.pop(key)
+            out["runtime"] = merged
+        if out.get("release") and out.get("runtime_name") not in RELEASED_RUNTIMES:
+            raise self.fail(
+                (*table, "runtime"), "release",
+                f"a release needs runtime.name set to one of {', '.join(RELEASED_RUNTIMES)}",
+            )
         return out
 
     def _value(self, table: tuple[str, ...], key: str, value: Any) -> Any:
@@ -296,8 +330,16 @@ class _Parser:
             if not isinstance(value, dict):
                 raise self.fail(table, key, "must be a table of runtime options")
             for name, v in value.items():
+                if name == "name":
+                    if v not in RUNTIMES:
+                        raise self.fail((*table, key), name, f"unknown runtime {v!r} (expected one of {', '.join(RUNTIMES)})")
+                    continue
+                if name == "release":
+                    if not isinstance(v, str) or not _RELEASE_RE.match(v):
+                        raise self.fail((*table, key), name, f"must be a release version string like \"2.9.0\", got {v!r}")
+                    continue
                 if name not in RUNTIME_OPTIONS:
-                    known = ", ".join(RUNTIME_OPTIONS)
+                    known = ", ".join([*RUNTIME_OPTIONS, *RUNTIME_IDENTITY])
                     raise self.fail((*table, key), name, f"unknown runtime option (expected one of {known})")
                 if not isinstance(v, bool):
                     raise self.fail((*table, key), name, f"must be true or false, got {v!r}")

@@ -216,6 +216,63 @@ def _problem(record: TestRecord, anchor: str) -> str:
     return "".join(parts)
 
 
+#: colours of the verdicts on real runtimes (``harness.adapters.expected``)
+VERDICT_COLORS = {
+    "as-expected": COLORS[PASSED],
+    "skipped": COLORS[SKIPPED],
+    "regressed": COLORS[FAILED],
+    "unexpectedly-fixed": COLORS[FLAKY],
+    "unexpected": COLORS[ERROR],
+    "not-installed": COLORS[ERROR],
+}
+
+
+def _releases(records: Sequence[TestRecord]) -> str:
+    """Release x scenario, expected and actual outcome and the verdict, for the records of runs
+    against real runtime releases (they carry ``release`` and ``verdict`` properties)."""
+    judged = [r for r in records if r.properties.get("release") and r.properties.get("verdict")]
+    if not judged:
+        return ""
+    columns: dict[str, None] = {}
+    rows: dict[str, None] = {}
+    cells: dict[tuple[str, str], TestRecord] = {}
+    for record in judged:
+        runtime = record.properties.get("runtime", "").split(" ")[0]
+        column = f"{runtime} {record.properties['release']}".strip()
+        row = record.properties.get("scenario") or record.name
+        columns.setdefault(column)
+        rows.setdefault(row)
+        cells[(row, column)] = record
+    head = "".join(f"<th>{escape(c)}</th>" for c in columns)
+    body = []
+    for row in rows:
+        tds = []
+        for column in columns:
+            record = cells.get((row, column))
+            if record is None:
+                tds.append(f'<td class="hm" style="{_style(EMPTY)}">-</td>')
+                continue
+            props = record.properties
+            verdict = props["verdict"]
+            color = VERDICT_COLORS.get(verdict, COLORS[ERROR])
+            text = "#000" if verdict == "unexpectedly-fixed" else "#fff"
+            reason = props.get("reason") or (message_of(record.final) if record.attempts else verdict)
+            title = escape(f"{row} on {column}: {reason}", quote=True)
+            tds.append(
+                f'<td class="hm release" style="background:{color};color:{text}" title="{title}">'
+                f"{escape(props.get('expected', '-'))} &rarr; {escape(props.get('actual', '-'))}"
+                f"<br><b>{escape(verdict)}</b></td>"
+            )
+        body.append(f"<tr><th>{escape(row)}</th>{''.join(tds)}</tr>")
+    return (
+        "<h2>Runtimes under test: release x scenario</h2>"
+        "<p>Each cell: the outcome the expected-outcomes table names &rarr; the outcome of the "
+        "upstream trigger on that release, and the verdict.</p>"
+        f'<table class="heatmap" id="releases"><thead><tr><th>scenario \\ release</th>{head}'
+        f"</tr></thead><tbody>{''.join(body)}</tbody></table>"
+    )
+
+
 def _slowest(records: Sequence[TestRecord]) -> str:
     slow = sorted(records, key=lambda r: r.duration, reverse=True)[:SLOWEST_SHOWN]
     if not slow:
@@ -268,6 +325,7 @@ def render_dashboard(
         f"{_totals(grid.total)}"
         "<h2>Heat map: group x cell</h2>"
         f"{_heatmap(grid, anchors)}"
+        f"{_releases(records)}"
         "<h2>Trend</h2>"
         f"{_trend(history)}"
         f'<h2 id="problems">Failures and flaky tests ({len(shown)})</h2>'
