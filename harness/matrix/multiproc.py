@@ -10,19 +10,32 @@ native code. Bounds: a dead rank stops the cell at once; a test that outlives it
 ``grace`` seconds (the in-process faulthandler timer should have fired first) gets a stack dump
 request (SIGUSR1) and is stopped; a rank with no event for ``idle_limit`` seconds outside a test
 (import, ``jax.distributed`` start-up, collection) is stopped too.
+
+Turn order (multi-process cells): the ranks of a launch reach start-up, ``jax.distributed``
+initialization, backend initialization and their first topology discovery in an order drawn from
+a seed (``HARNESS_TURN_SEED``, 0 by default), not in whatever order the OS schedules them. Each
+rank runs under ``python -m harness.matrix.multiproc`` (``launch_rank``), which takes its turn at
+each of those phases: it waits until every rank before it in the order has *entered* the phase,
+then enters it itself. Only entry is ordered (the phases are collective: a rank cannot finish
+initialization before its peers start theirs), and everything after the last of these phases
+(module imports, collection, the tests, gloo's collectives, XLA's and the coordination service's
+own threads) runs freely, bounded by the plugin's per-test barriers. The entries are logged in
+order, and the supervisor puts the seed, the order and the log in every record of the launch.
 """
 
 from __future__ import annotations
 
 import os
+import random
 import signal
 import socket
 import subprocess
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from harness.matrix.events import Event, EventReader
 
@@ -33,6 +46,140 @@ DUMP_GRACE = 0.5  # seconds between the stack-dump request and SIGTERM
 POLL = 0.05
 
 EventCallback = Callable[[int, Event], None]
+
+#: the phases whose entry the ranks of a multi-process launch take in turn, in the order reached
+TURN_PHASES = ("start", "distributed", "backend", "discovery")
+TURN_SEED_ENV = "HARNESS_TURN_SEED"
+TURN_DIR_ENV = "HARNESS_TURN_DIR"
+TURN_ORDER_ENV = "HARNESS_TURN_ORDER"
+TURN_TIMEOUT_ENV = "HARNESS_TURN_TIMEOUT"
+TURN_LOG = "turns.log"
+TURN_POLL = 0.005
+
+
+def turn_order(seed: int, ranks: int) -> list[int]:
+    """The order in which ``ranks`` ranks take their turns, drawn from ``seed`` alone."""
+    order = list(range(ranks))
+    random.Random(f"turns:{seed}:{ranks}").shuffle(order)
+    return order
+
+
+class TurnTimeout(RuntimeError):
+    """A rank waited too long for the ranks before it to reach a phase (one died or diverged)."""
+
+
+@dataclass
+class Turns:
+    """One rank's side of a launch's turn order: a shared directory of entry markers."""
+
+    directory: Path
+    order: list[int]
+    rank: int
+    timeout: float = 120.0
+
+    def take(self, phase: str) -> None:
+        """Wait until every rank before this one in the order has entered ``phase``, then enter.
+
+        A marker file per (phase, rank) says a rank has entered; the log line, appended with one
+        ``write`` on an ``O_APPEND`` descriptor, records the order the entries really happened in.
+        """
+        before = self.order[: self.order.index(self.rank)]
+        deadline = time.monotonic() + self.timeout
+        for other in before:
+            marker = self.directory / f"{phase}.{other}"
+            while not marker.exists():
+                if time.monotonic() > deadline:
+                    raise TurnTimeout(
+                        f"rank {self.rank} waited {self.timeout:g} s for rank {other} to enter "
+                        f"{phase!r} (turn order {','.join(map(str, self.order))}): that rank died, "
+                        "hung, or took another path"
+                    )
+                time.sleep(TURN_POLL)
+        fd = os.open(self.directory / TURN_LOG, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        try:
+            os.write(fd, f"{phase} {self.rank}\n".encode())
+        finally:
+            os.close(fd)
+        (self.directory / f"{phase}.{self.rank}").touch()
+
+    @classmethod
+    def from_env(cls, environ: dict[str, str] | os._Environ[str]) -> Turns | None:
+        directory = environ.get(TURN_DIR_ENV)
+        if not directory:
+            return None
+        order = [int(r) for r in environ[TURN_ORDER_ENV].split(",")]
+        timeout = float(environ.get(TURN_TIMEOUT_ENV) or 120)
+        return cls(Path(directory), order, int(environ["HARNESS_PROCESS_ID"]), timeout)
+
+
+#: this process' turns, when ``launch_rank`` started it as one rank of a launch (never inherited:
+#: a process the rank starts is not a rank)
+_turns: Turns | None = None
+_taken: set[str] = set()
+
+
+def take_turn(phase: str) -> None:
+    """Take this rank's turn at ``phase``, once per process; nothing outside a turn-ordered rank.
+
+    The runtime calls it at its first discovery (``harness.runtime.topology``); the launcher at
+    start-up, around ``jax.distributed.initialize`` and at backend initialization.
+    """
+    if _turns is None or phase in _taken:
+        return
+    _taken.add(phase)
+    _turns.take(phase)
+
+
+def read_turns(directory: Path) -> list[tuple[str, int]]:
+    """The (phase, rank) entries of a launch, in the order they happened."""
+    try:
+        lines = (directory / TURN_LOG).read_text().splitlines()
+    except OSError:
+        return []
+    entries = []
+    for line in lines:
+        phase, _, rank = line.partition(" ")
+        if rank.isdigit():
+            entries.append((phase, int(rank)))
+    return entries
+
+
+def describe_turns(entries: list[tuple[str, int]]) -> str:
+    """``start:1,0 distributed:1,0 ...``: each phase with its ranks in entry order."""
+    by_phase: dict[str, list[int]] = {}
+    for phase, rank in entries:
+        by_phase.setdefault(phase, []).append(rank)
+    return " ".join(f"{p}:{','.join(map(str, r))}" for p, r in by_phase.items())
+
+
+def launch_rank(argv: list[str]) -> int:
+    """``python -m harness.matrix.multiproc PYTEST_ARGS...``: one rank of a turn-ordered launch.
+
+    Takes the start-up turn, orders ``jax.distributed.initialize`` (called by the plugin, with its
+    own arguments) and the backend initialization right after it, then runs pytest in this
+    process. The turn variables are removed from the environment, so that nothing this rank
+    starts (a ``xharness repro`` child, a nested matrix run) takes turns of its own.
+    """
+    global _turns
+    _turns = Turns.from_env(os.environ)
+    for name in (TURN_DIR_ENV, TURN_ORDER_ENV, TURN_TIMEOUT_ENV):
+        os.environ.pop(name, None)
+    take_turn("start")
+    if _turns is not None:
+        import jax
+
+        initialize = jax.distributed.initialize
+
+        def ordered_initialize(*args: Any, **kwargs: Any) -> None:
+            take_turn("distributed")
+            initialize(*args, **kwargs)
+            take_turn("backend")
+            jax.devices()  # the backend starts here, in turn, not at whichever test asks first
+
+        jax.distributed.initialize = ordered_initialize  # type: ignore[assignment]
+    import pytest
+
+    return int(pytest.main(argv))
 
 
 def free_port() -> int:
@@ -313,3 +460,11 @@ def signal_label(number: int) -> str:
     except ValueError:
         return f"signal {number}"
     return f"{sig.name} ({signal.strsignal(sig) or sig.name})"
+
+
+if __name__ == "__main__":
+    # run as ``-m`` this file is ``__main__``; the runtime looks for the rank's turns in the
+    # imported module, so dispatch through it
+    from harness.matrix import multiproc as _multiproc
+
+    sys.exit(_multiproc.launch_rank(sys.argv[1:]))

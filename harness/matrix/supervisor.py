@@ -23,15 +23,23 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from harness.errors import UsageError
 from harness.matrix.config import OWNED_ENV, Cell, Matrix
 from harness.matrix.events import Event
 from harness.matrix.multiproc import (
+    TURN_DIR_ENV,
+    TURN_ORDER_ENV,
+    TURN_SEED_ENV,
+    TURN_TIMEOUT_ENV,
     Launch,
     LaunchResult,
     RankSpec,
     RankState,
     describe_exit,
+    describe_turns,
     free_port,
+    read_turns,
+    turn_order,
 )
 from harness.matrix.outcomes import attempt_from_reports, merge_ranks, properties_from_reports
 from harness.matrix.progress import Progress
@@ -128,6 +136,8 @@ class CellRun:
         self.user_paths, self.user_options = split_pytest_args(settings.pytest_args, settings.matrix.root)
         self._finished_seen: set[str] = set()
         self._failing: dict[str, str] = {}  # node id -> failed/error on some rank (for progress)
+        self.turn_seed: int | None = None  # multi-process cells: the ranks' turn order (multiproc)
+        self.turns = ""  # the order the ranks of the last launch entered each phase in
 
     # -- the whole cell ---------------------------------------------------------------------------
     def run(self) -> CellResult:
@@ -192,20 +202,25 @@ class CellRun:
             select_file = self.logs / f"{tag}.select.json"
             select_file.write_text(json.dumps(select))
         # nothing of an enclosing cell (xharness run inside a cell) may leak into this one
-        base_env = {k: v for k, v in os.environ.items() if k not in _SCRUBBED_ENV and k not in OWNED_ENV}
+        scrubbed = (*_SCRUBBED_ENV, TURN_DIR_ENV, TURN_ORDER_ENV)
+        base_env = {k: v for k, v in os.environ.items() if k not in scrubbed and k not in OWNED_ENV}
         base_env.update(self.cell.environment(self.settings.runtime))
         base_env["PYTHONUNBUFFERED"] = "1"
+        turns = None
         if self.cell.multiprocess:
             base_env["HARNESS_COORDINATOR"] = f"127.0.0.1:{free_port()}"
             base_env.setdefault("HARNESS_HEARTBEAT_TIMEOUT", str(int(self.timeout + self.grace + 30)))
+            turns = self._turn_env(base_env, tag)
         specs = []
         for rank in range(self.cell.processes):
             events = self.logs / f"{tag}.rank{rank}.events.jsonl"
             stack = self.logs / f"rank{rank}.stack"
             env = dict(base_env, HARNESS_PROCESS_ID=str(rank))
-            specs.append(RankSpec(rank, self._argv(events, stack, select_file), env, events, stack,
-                                  self.logs / f"rank{rank}.log"))
-        return Launch(
+            argv = self._argv(events, stack, select_file)
+            if turns is not None:  # the rank takes its turns, then runs the same pytest in-process
+                argv = [sys.executable, "-m", "harness.matrix.multiproc", *argv[3:]]
+            specs.append(RankSpec(rank, argv, env, events, stack, self.logs / f"rank{rank}.log"))
+        result = Launch(
             specs,
             cwd=self.settings.matrix.root,
             test_timeout=self.timeout,
@@ -213,6 +228,26 @@ class CellRun:
             idle_limit=self.settings.idle_limit,
             on_event=self._on_event,
         ).run()
+        if turns is not None:
+            self.turns = describe_turns(read_turns(turns))
+        return result
+
+    def _turn_env(self, env: dict[str, str], tag: str) -> Path:
+        """The turn order of one launch's ranks, from ``HARNESS_TURN_SEED`` (0 when unset), and
+        the directory their entry markers go to."""
+        raw = env.get(TURN_SEED_ENV, "0") or "0"
+        try:
+            seed = int(raw)
+        except ValueError:
+            raise UsageError(f"{TURN_SEED_ENV}={raw!r} is not an integer") from None
+        self.turn_seed = seed
+        directory = self.logs / f"{tag}.turns"
+        shutil.rmtree(directory, ignore_errors=True)
+        directory.mkdir(parents=True)
+        env[TURN_DIR_ENV] = str(directory)
+        env[TURN_ORDER_ENV] = ",".join(map(str, turn_order(seed, self.cell.processes)))
+        env.setdefault(TURN_TIMEOUT_ENV, str(int(min(120.0, self.timeout + self.grace))))
+        return directory
 
     def _argv(self, events: Path, stack: Path, select_file: Path | None) -> list[str]:
         argv = [sys.executable, "-m", "pytest"]
@@ -407,6 +442,10 @@ class CellRun:
             "jax": self.versions.get("jax", ""),
             "jaxlib": self.versions.get("jaxlib", ""),
         }
+        if self.turn_seed is not None:
+            props["turn-seed"] = str(self.turn_seed)
+            props["turn-order"] = ",".join(map(str, turn_order(self.turn_seed, cell.processes)))
+            props["turns"] = self.turns
         user = dict(record.properties)
         record.properties = {**props, **{k: v for k, v in user.items() if k not in props}}
         if "repro" not in record.properties:
@@ -415,7 +454,9 @@ class CellRun:
             else:  # a cell-level record: replay the whole cell with the same arguments
                 targets = [*(self.user_paths or cell.paths), *self.user_options]
             quoted = " ".join(shlex.quote(t) for t in targets)
-            record.properties["repro"] = f"{self.settings.repro_prefix} --cells {cell.name} -- {quoted}"
+            # a seed that is not the default is part of what replays the run
+            env = f"{TURN_SEED_ENV}={self.turn_seed} " if self.turn_seed else ""
+            record.properties["repro"] = f"{env}{self.settings.repro_prefix} --cells {cell.name} -- {quoted}"
         return record
 
 

@@ -14,6 +14,7 @@ traces a Pallas kernel). That backend discovers slices again unless the skip fla
 from __future__ import annotations
 
 import os
+import sys
 import threading
 from dataclasses import dataclass
 
@@ -82,6 +83,9 @@ def _run_discovery() -> Topology:
             f"({_topology.num_slices} slices): a second discovery client was started "
             f"without {SKIP_DISCOVERY_FLAG}=true"
         )
+    turns = sys.modules.get("harness.matrix.multiproc")
+    if turns is not None:  # one rank of a multi-process launch: the first discovery takes turns
+        turns.take_turn("discovery")
     devices = sorted(jax.devices(), key=lambda d: (d.process_index, d.id))
     topo = Topology(
         platform=devices[0].platform,
