@@ -36,6 +36,8 @@ ENV_DIR_VARIABLE = "XHARNESS_ENV_DIR"
 #: extra ``pip install`` arguments for every release environment (an index mirror, a proxy...)
 PIP_ARGS_VARIABLE = "XHARNESS_PIP_ARGS"
 STAMP = "xharness-env.json"
+#: the harness goes in with the extra its suites need (hypothesis, pytest-xdist...)
+EXTRA = "test"
 PIP_TAIL_LINES = 25
 
 #: what ``pip install`` gets for a release of each runtime that lives in its own environment
@@ -100,7 +102,9 @@ def project_fingerprint(root: Path) -> str:
     except (OSError, KeyError, tomllib.TOMLDecodeError):
         meta = {}
     key = json.dumps(
-        [str(root), meta.get("dependencies", []), meta.get("entry-points", {})], sort_keys=True
+        [str(root), meta.get("dependencies", []), meta.get("optional-dependencies", {}).get(EXTRA),
+         meta.get("entry-points", {})],
+        sort_keys=True,
     )
     return hashlib.sha256(key.encode()).hexdigest()[:16]
 
@@ -193,7 +197,7 @@ def ensure_env(
                 say(f"{runtime} {release}: refreshing the harness in {path}")
                 log = path / "xharness-build.log"
                 _run([str(path / "bin/python"), "-m", "pip", "install", "-q", *extra, "-e",
-                      str(project)], runtime, release, "pip install of the harness", log)
+                      f"{project}[{EXTRA}]"], runtime, release, "pip install of the harness", log)
                 _write_stamp(path, runtime, release, wanted, fingerprint, project, log)
             return ReleaseEnv(runtime, release, path, False, time.monotonic() - started)
         if path.exists():
@@ -210,8 +214,8 @@ def ensure_env(
             # the release alone first, so that a release pip cannot find is named as such
             _run([python, "-m", "pip", "install", *extra, *wanted], runtime, release,
                  f"pip install {' '.join(wanted)}", log)
-            _run([python, "-m", "pip", "install", *extra, "-e", str(project)], runtime, release,
-                 "pip install of the harness", log)
+            _run([python, "-m", "pip", "install", *extra, "-e", f"{project}[{EXTRA}]"], runtime,
+                 release, "pip install of the harness", log)
             _write_stamp(path, runtime, release, wanted, fingerprint, project, log)
         except ReleaseInstallError:
             shutil.rmtree(path, ignore_errors=True)  # gigabytes of a release that will not work

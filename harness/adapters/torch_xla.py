@@ -69,6 +69,7 @@ class TorchXlaAdapter(base.BaseAdapter):
         # id -> (weak reference, mesh, spec): tensors compare elementwise, so no WeakKeyDictionary
         self._meshes: dict[int, tuple[weakref.ref[Any], Any, tuple[Any, ...]]] = {}
         self.capabilities = frozenset(self._probe())
+        self._helper_waits = _helper_waits()
 
     def _probe(self) -> set[str]:
         caps = {base.TENSORS, base.MESHES, base.SHARDING, base.STEP, base.ALIASING, base.SAVE}
@@ -100,10 +101,10 @@ class TorchXlaAdapter(base.BaseAdapter):
 
     def _from_host(self, host: np.ndarray) -> Any:
         torch = self.torch
+        host = np.require(host, requirements="C")  # keeps a 0-d array 0-d (ascontiguousarray does not)
         if host.dtype.name == "bfloat16":  # numpy has no bfloat16 of its own: move the bits
-            bits = torch.from_numpy(np.ascontiguousarray(host).view(np.int16))
-            return bits.view(torch.bfloat16)
-        return torch.from_numpy(np.ascontiguousarray(host))
+            return torch.from_numpy(host.view(np.int16)).view(torch.bfloat16)
+        return torch.from_numpy(host)
 
     def _to_numpy(self, t: Any) -> np.ndarray:
         torch = self.torch
@@ -196,9 +197,18 @@ class TorchXlaAdapter(base.BaseAdapter):
         self.xm.wait_device_ops()
 
     def collect_handles(self, tensors: Sequence[Any]) -> list[Any]:
-        """What the gradient-accumulation helper does: an asynchronous sync that leaves pending
-        data, then the graphs' device-data nodes (deduplicated by handle inside the runtime)."""
+        """What this release's gradient-accumulation helper does: an asynchronous sync that
+        leaves pending data, a wait for device ops if the helper waits (the #9128 fix), then the
+        graphs' device-data nodes (deduplicated by handle inside the runtime). Without the wait
+        this sequence dies on SIGSEGV in SPMD mode on 2.5.1 and 2.9.0 alike (measured on CPU):
+        the adapter does what the release ships, it does not re-create the bug."""
         self.C._xla_sync_multi(list(tensors), devices=[], wait=False, sync_xla_data=False)
+        if self._helper_waits:
+            self.xm.wait_device_ops()
+        _ids, values = self.C._get_tensors_xla_device_data_node(list(tensors))
+        return list(values)
+
+    def read_handles(self, tensors: Sequence[Any]) -> list[Any]:
         _ids, values = self.C._get_tensors_xla_device_data_node(list(tensors))
         return list(values)
 
@@ -226,6 +236,19 @@ class TorchXlaAdapter(base.BaseAdapter):
     def load(self, path: str) -> dict[str, np.ndarray]:
         loaded = self.torch.load(path, weights_only=False)
         return {k: self._to_numpy(v) if hasattr(v, "detach") else np.asarray(v) for k, v in loaded.items()}
+
+
+def _helper_waits() -> bool:
+    """Whether the release's gradient-accumulation helper waits for device ops before collecting
+    device-data handles; a release without the helper gets the safe sequence."""
+    import importlib
+    import inspect
+
+    try:
+        helper = importlib.import_module("torch_xla.experimental.gradient_accumulation")
+        return "wait_device_ops" in inspect.getsource(helper)
+    except (ImportError, OSError, TypeError):
+        return True
 
 
 # ------------------------------------------------------------------------------ tile assignments

@@ -386,6 +386,30 @@ def gradient_accumulation_matches() -> None:
             )
 
 
+def helper_sequence_without_wait() -> None:
+    """The helper of PR #9078 as it ran before the #9128 fix, in its own calls: in SPMD mode, an
+    asynchronous sync of the loop's inputs (``_xla_sync_multi(..., wait=False,
+    sync_xla_data=False)``), then at once the device-data nodes of the graph traced over them
+    (``_get_tensors_xla_device_data_node``), which deduplicates by ``GetHandle()``, here of
+    sharded data the execution has not filled yet. The fix waits for device ops in between."""
+    import torch
+    import torch_xla
+    import torch_xla.core.xla_model as xm
+    import torch_xla.distributed.spmd as xs
+
+    mesh = _spmd_mesh(("data", "model"))
+    device = xm.xla_device()
+    x = torch.ones(64, 64, device=device)
+    xs.mark_sharding(x, mesh, ("data", None))
+    inputs = [(x @ x.T + 1).relu()]  # pending: the loop's inputs, still to be computed
+    torch_xla._XLAC._xla_sync_multi(inputs, devices=[], wait=False, sync_xla_data=False)
+    body = [inputs[0] * 2]  # the body traced over them
+    torch_xla._XLAC._get_tensors_xla_device_data_node(body)
+    value = float(body[0].sum().cpu())
+    if value != 2 * 64 * 65 * 64:
+        raise AssertionError(f"the body computed {value}, expected {2 * 64 * 65 * 64}")
+
+
 # ------------------------------------------------------------------------------ double-discovery
 def _megascale_slices() -> int:
     try:
@@ -427,6 +451,10 @@ def flash_attention_multislice() -> None:
 
 # ------------------------------------------------------------------------------ the variants
 _ABORT = int(signal.SIGABRT)
+#: a read of device data the execution has not filled: SIGSEGV for sharded data (#9128), the
+#: CHECK of ``PjRtData::GetHandle()`` for a single device's
+_SIGSEGV = CrashSignature("sigsegv", int(signal.SIGSEGV))
+_PLACEHOLDER = Signature("placeholder-access", RuntimeError, r"[Pp]laceholder|Check failed: HasValue\(\)")
 _STALE = Signature("stale-value", StaleValue, r"stale value")
 _DELETED = Signature("deleted-buffer", RuntimeError, r"buffer with shape .* is deleted")
 #: the abort of a read of a donated buffer: 2.5.1 on this machine says "CopyToHostAsync() called
@@ -443,8 +471,12 @@ REPRODUCERS: tuple[Reproducer, ...] = (
     Reproducer(
         "race-on-handles", "gradient-accumulation", gradient_accumulation_matches,
         "pytorch/xla#9078 test_train_spmd_linear_model.py::test_gradient_accumulation_matches",
-        signatures=(Signature("placeholder-access", RuntimeError, r"[Pp]laceholder"),),
-        crashes=(CrashSignature("sigsegv", int(signal.SIGSEGV)),),
+        signatures=(_PLACEHOLDER,), crashes=(_SIGSEGV,),
+    ),
+    Reproducer(
+        "race-on-handles", "helper-sequence-without-wait", helper_sequence_without_wait,
+        "pytorch/xla#9128: gradient_accumulation.py before the wait_device_ops fix",
+        signatures=(_PLACEHOLDER,), crashes=(_SIGSEGV,),
     ),
     Reproducer(
         "double-discovery", "flash-attention-multislice", flash_attention_multislice,

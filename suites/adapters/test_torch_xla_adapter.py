@@ -47,12 +47,14 @@ def test_values_survive_the_round_trip_bit_for_bit(rt) -> None:
     import ml_dtypes
 
     for values in (np.array([1.5, -0.0, np.inf], np.float32), np.arange(6, dtype=np.int32).reshape(2, 3),
+                   np.array(-0.0, np.float32),  # 0-d stays 0-d
                    np.array([1.5, -0.0], ml_dtypes.bfloat16), np.array([True, False])):
         host = values.copy()
         t = rt.tensor(host)
         host[...] = 0  # the tensor holds a copy
         back = rt.to_host(t)
-        assert back.dtype == values.dtype and back.tobytes() == values.tobytes()
+        assert back.dtype == values.dtype and back.shape == values.shape
+        assert back.tobytes() == values.tobytes()
 
 
 @pytest.mark.parametrize("spec", [("b", None), (("a", "b"), None), (None, "a"), ("a", "b"), (None, None),
