@@ -147,6 +147,11 @@ class BaseAdapter:
         buffer handle (PyTorch/XLA's gradient-accumulation helper); every handle filled."""
         raise self._lacks(ASYNC_SYNC)
 
+    def read_handles(self, tensors: Sequence[Any]) -> list[Any]:
+        """The tensors' device-data handles, read without waiting: right after a waiting sync
+        every one must be filled."""
+        raise self._lacks(ASYNC_SYNC)
+
     def discovery_count(self) -> int:
         raise self._lacks(DISCOVERY_COUNT)
 

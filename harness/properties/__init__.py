@@ -26,7 +26,15 @@ from harness.properties.layout import (
     check_uneven_split,
     check_view_sharding,
 )
-from harness.properties.machine import SYNC_ALIASING, SyncAliasMachine, programs, run_program
+from harness.properties.machine import (
+    BUFFER_SHARING,
+    SAVE_ALIASING,
+    SYNC_ALIASING,
+    SYNC_WAITS,
+    SyncAliasMachine,
+    programs,
+    run_program,
+)
 from harness.properties.preservation import SHARDING_PRESERVATION, check_preservation
 from harness.properties.registry import INVARIANTS, UnknownInvariant, declared_pairs, get
 from harness.properties.specs import (
@@ -45,6 +53,9 @@ from harness.properties.strategies import (
 )
 
 __all__ = [
+    "BUFFER_SHARING",
+    "SAVE_ALIASING",
+    "SYNC_WAITS",
     "COVERAGE",
     "DISCOVERY_IDEMPOTENCE",
     "DONATION",

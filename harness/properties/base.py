@@ -101,6 +101,9 @@ class Invariant:
     size: Callable[[dict[str, Any]], int] = lambda example: 0
     max_size: int = 0  # the largest shrunk counterexample the teeth tests accept
     max_examples: int = 100  # per run under the CI profile
+    #: examples a search for a counterexample may try (teeth); a focused program search needs more
+    #: than a CI run, since a bug's sequence is a small corner of the programs it can draw
+    search_examples: int = 0
     min_devices: int = 1
     #: capabilities of the runtime under test the invariant needs (``harness.adapters.base``)
     needs: tuple[str, ...] = ()
@@ -185,7 +188,8 @@ class Invariant:
             from harness.adapters import Unsupported
 
             raise Unsupported(reason)
-        options = {**SEARCH_SETTINGS, "max_examples": max_examples or self.max_examples, **overrides}
+        budget = max_examples or self.search_examples or self.max_examples
+        options = {**SEARCH_SETTINGS, "max_examples": budget, **overrides}
         self._last.clear()
         test = settings(**options)(given(self.examples())(self.run_example))
         try:

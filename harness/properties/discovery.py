@@ -14,6 +14,7 @@ from typing import Any
 
 from hypothesis import strategies as st
 
+from harness import adapters
 from harness.adapters import base
 from harness.properties.base import Invariant
 from harness.properties.strategies import choice, device_count, ints
@@ -36,17 +37,17 @@ def _lower(nesting: int) -> None:
     topology.start_secondary_backend()
 
 
-def check_discovery(slices: int, threads: int, calls: int, nesting: int) -> None:
+def check_discovery(slices: int, threads: int, calls: int, nesting: int, schedule: Any = None) -> None:
     """``calls`` discoveries and one guarded lowering ``nesting`` levels deep, in each of
-    ``threads`` threads at once, discover exactly once."""
+    ``threads`` threads at once, discover exactly once. Under ``schedule`` (a ``harness.sched``
+    policy) the threads interleave at every discovery and guard point as it decides; without one
+    they start together and run free."""
     config.configure(num_slices=slices)
     topology.reset()
     errors: list[BaseException] = []
-    start = threading.Barrier(threads)
 
     def work() -> None:
         try:
-            start.wait(timeout=30)
             for _ in range(calls):
                 topology.discover()
             _lower(nesting)
@@ -54,11 +55,29 @@ def check_discovery(slices: int, threads: int, calls: int, nesting: int) -> None
         except BaseException as exc:  # noqa: BLE001 - reported below, with the others
             errors.append(exc)
 
-    workers = [threading.Thread(target=work, name=f"discover-{i}") for i in range(threads)]
-    for w in workers:
-        w.start()
-    for w in workers:
-        w.join(timeout=60)
+    if schedule is None:
+        start = threading.Barrier(threads)
+
+        def free() -> None:
+            start.wait(timeout=30)
+            work()
+
+        workers = [threading.Thread(target=free, name=f"discover-{i}") for i in range(threads)]
+        for w in workers:
+            w.start()
+        for w in workers:
+            w.join(timeout=60)
+    else:
+        from harness import sched
+
+        def body() -> None:
+            spawned = [sched.Thread(target=work, name=f"discover-{i}") for i in range(threads)]
+            for w in spawned:
+                w.start()
+            for w in spawned:
+                w.join()
+
+        sched.check(body, schedule)
     if errors:
         raise errors[0]
     count = topology.discovery_count()
@@ -77,7 +96,14 @@ def _discovery_examples(draw: st.DrawFn) -> dict[str, Any]:
         "threads": draw(ints(1, 4)),
         "calls": draw(ints(0, 3)),
         "nesting": draw(ints(0, 3)),
+        **({"schedule": draw(_schedules())} if base.FAULT_SWITCHES in adapters.current().capabilities else {}),
     }
+
+
+def _schedules() -> st.SearchStrategy[Any]:
+    from harness import sched
+
+    return sched.hypothesis_schedules()
 
 
 def _work(example: dict[str, Any]) -> int:
@@ -86,7 +112,7 @@ def _work(example: dict[str, Any]) -> int:
 
 DISCOVERY_IDEMPOTENCE = Invariant(
     id="discovery-idempotence",
-    title="discover() from any threads, through any nesting of the kernel guard, runs once",
+    title="discover() from any threads in any interleaving, through any nesting of the kernel guard, runs once",
     check=check_discovery,
     examples=_discovery_examples,
     catches=(faults.DOUBLE_DISCOVERY,),

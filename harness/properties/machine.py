@@ -124,54 +124,72 @@ class CollectHandles:
     targets: tuple[int, ...]
 
 
-Op = Create | Alias | InPlace | InPlaceTensor | Derive | MarkStep | Sync | Wait | Read | SaveLoad | Grab | CollectHandles
+@dataclass(frozen=True)
+class ReadHandles:
+    targets: tuple[int, ...]  # a waiting sync, then the handles must be readable at once
+
+
+Op = Create | Alias | InPlace | InPlaceTensor | Derive | MarkStep | Sync | Wait | Read | SaveLoad | Grab | CollectHandles | ReadHandles
 
 _ref = st.integers(0, MAX_TENSORS - 1)
 _refs = st.lists(_ref, min_size=1, max_size=3).map(tuple)
 
 
-def operations() -> st.SearchStrategy[Op]:
-    """One operation of the machine's vocabulary; aliasing, in-place writes, steps, saves and
-    handle collection (what the known bugs are made of) come up more often than the rest."""
-    alias = st.builds(Alias, _ref, st.integers(0, 8))
-    inplace = st.builds(InPlace, _ref, st.sampled_from(("add", "sub", "mul")), st.sampled_from(SCALARS))
-    inplace_tensor = st.builds(InPlaceTensor, _ref, _ref, st.sampled_from(("add", "copy")))
-    mark_step = st.just(MarkStep())
-    save = st.builds(SaveLoad, _refs)
-    collect = st.builds(CollectHandles, _refs)
-    return st.one_of(
-        alias,
-        inplace_tensor,
-        collect,
-        save,
-        inplace,
-        mark_step,
-        st.builds(Derive, _ref),
-        st.builds(Create, st.integers(0, 4)),
-        st.builds(Sync, _refs, st.booleans()),
-        st.builds(Read, _ref),
-        st.just(Wait()),
-        st.builds(Grab, _ref),
-        alias,
-        inplace,
-        collect,
-        save,
-        mark_step,
-        inplace_tensor,
-    )
+#: every operation kind, with its weight in a drawn program: aliasing, in-place writes, steps,
+#: saves and handle collection (what the known bugs are made of) come up more often
+VOCABULARY: dict[str, tuple[int, Any]] = {
+    "alias": (2, lambda ref, refs: st.builds(Alias, ref, st.integers(0, 8))),
+    "inplace": (2, lambda ref, refs: st.builds(InPlace, ref, st.sampled_from(("add", "sub", "mul")), st.sampled_from(SCALARS))),
+    "inplace_tensor": (2, lambda ref, refs: st.builds(InPlaceTensor, ref, ref, st.sampled_from(("add", "copy")))),
+    "collect": (2, lambda ref, refs: st.builds(CollectHandles, refs)),
+    "save": (2, lambda ref, refs: st.builds(SaveLoad, refs)),
+    "mark_step": (2, lambda ref, refs: st.just(MarkStep())),
+    "derive": (1, lambda ref, refs: st.builds(Derive, ref)),
+    "create": (1, lambda ref, refs: st.builds(Create, st.integers(0, 4))),
+    "sync": (1, lambda ref, refs: st.builds(Sync, refs, st.booleans())),
+    "read": (1, lambda ref, refs: st.builds(Read, ref)),
+    "wait": (1, lambda ref, refs: st.just(Wait())),
+    "grab": (1, lambda ref, refs: st.builds(Grab, ref)),
+    "read_handles": (1, lambda ref, refs: st.builds(ReadHandles, refs)),
+}
 
 
-def programs(max_ops: int = 12, scheduled: bool | None = None) -> st.SearchStrategy[dict[str, Any]]:
+def operations(vocabulary: tuple[str, ...] | None = None, reach: int = MAX_TENSORS) -> st.SearchStrategy[Op]:
+    """One operation of the machine's vocabulary (all of it, or the named kinds), drawn by the
+    kinds' weights; tensor references go back at most ``reach`` tensors (a focused search looks at
+    the few newest, where a bug's short sequence lives)."""
+    names = tuple(VOCABULARY) if vocabulary is None else vocabulary
+    unknown = [n for n in names if n not in VOCABULARY]
+    if unknown or not names:
+        raise ValueError(f"operations({names}): unknown kinds {unknown}; known: {tuple(VOCABULARY)}")
+    ref = st.integers(0, reach - 1)
+    refs = st.lists(ref, min_size=1, max_size=3).map(tuple)
+    built = {n: VOCABULARY[n][1](ref, refs) for n in names}
+    weighted = [built[n] for n in names] + [built[n] for n in names if VOCABULARY[n][0] > 1]
+    return st.one_of(*weighted)
+
+
+def programs(
+    max_ops: int = 12,
+    scheduled: bool | None = None,
+    vocabulary: tuple[str, ...] | None = None,
+    param_aliasing: bool | None = None,
+    reach: int = MAX_TENSORS,
+    min_ops: int = 1,
+) -> st.SearchStrategy[dict[str, Any]]:
     """A runtime configuration, a straight-line program of operations and, when the runtime under
     test runs its executor on ``harness.sched`` primitives (the reference runtime), a schedule
     policy: hypothesis then chooses the interleaving of the program with the executor thread too,
-    and shrinks it to the fewest preemptions (``scheduled=False`` leaves the threads free)."""
+    and shrinks it to the fewest preemptions (``scheduled=False`` leaves the threads free).
+    ``vocabulary`` narrows the operations (a focused search finds a long sequence sooner);
+    ``param_aliasing`` fixes that option instead of drawing it; ``min_ops`` keeps programs from
+    being shorter than the sequences a focused search is after (hypothesis favours short lists)."""
     if scheduled is None:
         scheduled = base.FAULT_SWITCHES in adapters.current().capabilities
     fields: dict[str, st.SearchStrategy[Any]] = {
         "functionalization": st.booleans(),
-        "param_aliasing": st.booleans(),
-        "program": st.lists(operations(), min_size=1, max_size=max_ops),
+        "param_aliasing": st.booleans() if param_aliasing is None else st.just(param_aliasing),
+        "program": st.lists(operations(vocabulary, reach), min_size=min_ops, max_size=max_ops),
     }
     if scheduled:
         from harness import sched
@@ -204,7 +222,8 @@ class Interpreter:
         self.skipped: set[str] = set()
         self._dir = tempfile.TemporaryDirectory(prefix="xharness-machine-")
         self._saves = 0
-        self._add(self.rt.tensor(_initial(0)), self.model.create(_initial(0)))
+        for seed in (1, 0):  # a 3-d base, then a 2-d one (reference 0: the newest)
+            self._add(self.rt.tensor(_initial(seed)), self.model.create(_initial(seed)))
 
     def close(self) -> None:
         self._dir.cleanup()
@@ -287,6 +306,11 @@ class Interpreter:
         elif isinstance(op, CollectHandles):
             if self._can(base.ASYNC_SYNC):
                 rt.collect_handles([ts[self._t(r)] for r in op.targets])
+        elif isinstance(op, ReadHandles):
+            if self._can(base.ASYNC_SYNC):
+                chosen = [ts[self._t(r)] for r in op.targets]
+                rt.sync(chosen, True)
+                rt.read_handles(chosen)
         else:  # pragma: no cover - the vocabulary is closed
             raise TypeError(op)
 
@@ -362,12 +386,57 @@ SYNC_ALIASING = Invariant(
     id="sync-aliasing",
     title="aliases, in-place ops, steps, syncs, saves and reads agree with a numpy model",
     check=run_program,
-    examples=programs,
-    catches=(faults.ALIASED_SAVE, faults.RACE_ON_HANDLES),
+    examples=lambda: programs(12, reach=4, min_ops=3),
     size=lambda example: len(example["program"]),
     max_size=5,
     max_examples=100,
     needs=(base.TENSORS, base.ALIASING, base.STEP),
+)
+
+
+SAVE_ALIASING = Invariant(
+    id="save-aliasing",
+    title="a checkpoint holds every alias' latest value and leaves every live buffer alone",
+    check=run_program,
+    examples=lambda: programs(
+        6, scheduled=False, vocabulary=("alias", "inplace_tensor", "inplace", "derive", "save", "mark_step", "read"), reach=2,
+        min_ops=4,
+    ),
+    catches=(faults.ALIASED_SAVE,),
+    size=lambda example: len(example["program"]),
+    max_size=5,
+    max_examples=100,
+    search_examples=800,
+    needs=(base.TENSORS, base.ALIASING, base.STEP, base.SAVE),
+)
+
+BUFFER_SHARING = Invariant(
+    id="buffer-sharing",
+    title="a step never donates a buffer another live tensor still holds (copies, steps, writes)",
+    check=run_program,
+    examples=lambda: programs(
+        8, scheduled=False, vocabulary=("create", "derive", "inplace_tensor", "inplace", "mark_step", "read"),
+        param_aliasing=True, reach=3, min_ops=5,
+    ),
+    size=lambda example: len(example["program"]),
+    max_size=8,
+    max_examples=100,
+    needs=(base.TENSORS, base.ALIASING, base.STEP),
+)
+
+SYNC_WAITS = Invariant(
+    id="sync-waits",
+    title="after a waiting sync or wait_device_ops every handle is filled, in any interleaving",
+    check=run_program,
+    examples=lambda: programs(
+        5, vocabulary=("derive", "inplace", "sync", "collect", "read_handles", "mark_step"), reach=1, min_ops=2
+    ),
+    catches=(faults.RACE_ON_HANDLES,),
+    size=lambda example: len(example["program"]),
+    max_size=4,
+    max_examples=80,
+    search_examples=400,
+    needs=(base.TENSORS, base.ALIASING, base.STEP, base.ASYNC_SYNC),
 )
 
 
@@ -456,6 +525,11 @@ class SyncAliasMachine(RuleBasedStateMachine):
     @rule(refs=_refs)
     def collect_handles(self, refs: tuple[int, ...]) -> None:
         self._do(CollectHandles(refs))
+
+    @ready
+    @rule(refs=_refs)
+    def read_handles(self, refs: tuple[int, ...]) -> None:
+        self._do(ReadHandles(refs))
 
     @invariant()
     def device_data_agrees(self) -> None:

@@ -6,7 +6,7 @@ from harness.properties.base import Invariant
 from harness.properties.discovery import DISCOVERY_IDEMPOTENCE
 from harness.properties.donation import DONATION
 from harness.properties.layout import COVERAGE, HOST_COPY, ROUND_TRIP, UNEVEN_SPLIT, VIEW_SHARDING
-from harness.properties.machine import SYNC_ALIASING
+from harness.properties.machine import BUFFER_SHARING, SAVE_ALIASING, SYNC_ALIASING, SYNC_WAITS
 from harness.properties.preservation import SHARDING_PRESERVATION
 from harness.properties.specs import OP_SHARDING_CACHE, SPEC_NORMALIZATION
 
@@ -20,6 +20,9 @@ INVARIANTS: tuple[Invariant, ...] = (
     HOST_COPY,
     SHARDING_PRESERVATION,
     SYNC_ALIASING,
+    SAVE_ALIASING,
+    BUFFER_SHARING,
+    SYNC_WAITS,
     DISCOVERY_IDEMPOTENCE,
     DONATION,
 )

@@ -125,11 +125,11 @@ def start_secondary_backend() -> None:
     global _secondary_backend_started
     if _secondary_backend_started:
         return
+    discover()  # outside the plain lock: a first discovery is a schedule point, never held across
     sched.point("topology.secondary_backend")
     with _lock:
         if _secondary_backend_started:
             return
-        discover()
         if os.environ.get(SKIP_DISCOVERY_FLAG, "").lower() != "true":
             _run_discovery()
         _secondary_backend_started = True

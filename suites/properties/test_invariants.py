@@ -10,15 +10,18 @@ from __future__ import annotations
 import pytest
 
 from harness.properties import (
+    BUFFER_SHARING,
     COVERAGE,
     DISCOVERY_IDEMPOTENCE,
     DONATION,
     HOST_COPY,
     OP_SHARDING_CACHE,
     ROUND_TRIP,
+    SAVE_ALIASING,
     SHARDING_PRESERVATION,
     SPEC_NORMALIZATION,
     SYNC_ALIASING,
+    SYNC_WAITS,
     UNEVEN_SPLIT,
     VIEW_SHARDING,
 )
@@ -34,3 +37,6 @@ test_discovery_idempotence = pytest.mark.multiprocess(DISCOVERY_IDEMPOTENCE.hypo
 test_donation = DONATION.hypothesis_test()
 test_uneven_split = pytest.mark.multiprocess(UNEVEN_SPLIT.hypothesis_test())
 test_view_sharding = VIEW_SHARDING.hypothesis_test()
+test_buffer_sharing = BUFFER_SHARING.hypothesis_test()
+test_sync_waits = SYNC_WAITS.hypothesis_test()
+test_save_aliasing = SAVE_ALIASING.hypothesis_test()
