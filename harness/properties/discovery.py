@@ -12,6 +12,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+import numpy as np
 from hypothesis import strategies as st
 
 from harness import adapters
@@ -19,6 +20,7 @@ from harness.adapters import base
 from harness.properties.base import Invariant
 from harness.properties.strategies import choice, device_count, ints
 from harness.runtime import config, faults, kernels, topology
+from harness.runtime.tensor import tensor
 
 
 @kernels.requires_kernel_backend
@@ -51,6 +53,9 @@ def check_discovery(slices: int, threads: int, calls: int, nesting: int, schedul
             for _ in range(calls):
                 topology.discover()
             _lower(nesting)
+            if nesting % 2:  # the runtime's own kernel path too: its guard, its backend start
+                q = tensor(np.ones((1, 1, 2, 2), np.float32))
+                kernels.flash_attention(q, q, q)
             topology.discover()
         except BaseException as exc:  # noqa: BLE001 - reported below, with the others
             errors.append(exc)
