@@ -178,8 +178,35 @@ def run_race(args: argparse.Namespace) -> int:
     return 1 if missed else 0
 
 
+def run_properties(args: argparse.Namespace) -> int:
+    """Examples per second per invariant under the CI profile, in a fresh 8-device process."""
+    cmd = [sys.executable, "-m", "harness.properties.speed", "--json"]
+    try:
+        proc = subprocess.run(cmd, env=_child_env(8), capture_output=True, text=True, timeout=3600)
+    except subprocess.TimeoutExpired:
+        print("xharness bench properties: the benchmark child timed out after 3600 s", file=sys.stderr)
+        return 1
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
+    if proc.returncode != 0 or not lines:
+        tail = (proc.stderr or proc.stdout).strip().splitlines()[-15:]
+        print(f"xharness bench properties: the benchmark child exited {proc.returncode}", file=sys.stderr)
+        print("\n".join(tail), file=sys.stderr)
+        return 1
+    report: dict[str, Any] = json.loads(lines[-1])
+    if args.json:
+        print(json.dumps(report, indent=2))
+    else:
+        from harness.properties.speed import Speed, table
+
+        print("xharness bench properties: 8 CPU devices, CI profile (derandomized), generation phase only;")
+        print("cold = first run in the process (compiles), warm = the same examples again")
+        print(table([Speed(**{k: v for k, v in row.items() if k != "met"}) for row in report["invariants"]]))
+    return 0
+
+
 #: every case of ``xharness bench``, by name: a new case is one entry here
 BENCHES: dict[str, Bench] = {
+    "properties": Bench("properties", "examples per second per invariant (CI profile, 8 CPU devices)", run_properties),
     "step": Bench("step", "runtime step time vs. jax.jit (4 CPU devices)", run_step),
     "race": Bench("race", "PCT/DFS/random/hypothesis vs. stress on race-on-handles", run_race),
 }

@@ -158,9 +158,9 @@ def check_round_trip(mesh: Any, spec: Any, respec: Any, values: np.ndarray) -> N
     if base.SAVE not in rt.capabilities:
         return
     path = str(_scratch() / "roundtrip.xh")
-    rt.save({"w": t}, path)
-    assert same_bits(rt.load(path)["w"], values), f"a checkpoint changed the value ({values.dtype}, {values.shape})"
     if rt.name != "reference":
+        rt.save({"w": t}, path)
+        assert same_bits(rt.load(path)["w"], values), f"a checkpoint changed the value ({values.dtype}, {values.shape})"
         return
     checkpoint.save({"w": t, "nested": [t.detach(), {"host": values}]}, path)
     loaded = checkpoint.load(path)

@@ -72,7 +72,7 @@ def measure(invariant: Invariant, max_examples: int | None = None) -> Speed:
     cold, examples, rules = _timed(invariant, n)
     compiles = executor.metrics.compiles - compiles
     warm, _, _ = _timed(invariant, n)
-    per_rule = invariant.id == "sync-aliasing"
+    per_rule = rules > 0  # program invariants: the state machine's unit is the rule
     units = rules if per_rule else examples
     return Speed(
         invariant=invariant.id,
@@ -99,3 +99,24 @@ def table(speeds: list[Speed]) -> str:
             f"{s.invariant:24} {s.unit:11} {s.examples:>8} {s.rules or '-':>6} {s.cold:>9.1f} {s.warm:>9.1f} {target:>12} {s.compiles:>8}"
         )
     return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m harness.properties.speed [--json]``: the child ``xharness bench properties``
+    runs (the device count must be fixed before JAX starts)."""
+    import argparse
+    import json
+
+    parser = argparse.ArgumentParser(prog="python -m harness.properties.speed")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args(argv)
+    speeds = measure_all()
+    if args.json:
+        print(json.dumps({"invariants": [s.to_dict() for s in speeds]}))
+    else:
+        print(table(speeds))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
