@@ -39,6 +39,8 @@ REPRODUCED, PASSED, FAILED, SKIPPED = "reproduced", "passed", "failed", "skipped
 #: CPU devices a variant gets (PyTorch/XLA ignores JAX's device-count flags: CPU_NUM_DEVICES)
 CPU_DEVICES = 4
 STDERR_TAIL = 60
+#: how many times a race's trigger is tried before the race counts as not happening
+RACE_ATTEMPTS = 8
 DEFAULT_TIMEOUT = 300.0
 
 
@@ -391,7 +393,11 @@ def helper_sequence_without_wait() -> None:
     asynchronous sync of the loop's inputs (``_xla_sync_multi(..., wait=False,
     sync_xla_data=False)``), then at once the device-data nodes of the graph traced over them
     (``_get_tensors_xla_device_data_node``), which deduplicates by ``GetHandle()``, here of
-    sharded data the execution has not filled yet. The fix waits for device ops in between."""
+    sharded data the execution has not filled yet. The fix waits for device ops in between.
+
+    A race: the pending work is a chain of 512x512 matmuls, so that the execution is still
+    running when the handles are read, and the sequence is tried up to ``RACE_ATTEMPTS`` times
+    (on CPU it crashed 10 runs out of 10 on 2.5.1 and 2.9.0; with the wait, 0 out of 5)."""
     import torch
     import torch_xla
     import torch_xla.core.xla_model as xm
@@ -399,15 +405,20 @@ def helper_sequence_without_wait() -> None:
 
     mesh = _spmd_mesh(("data", "model"))
     device = xm.xla_device()
-    x = torch.ones(64, 64, device=device)
-    xs.mark_sharding(x, mesh, ("data", None))
-    inputs = [(x @ x.T + 1).relu()]  # pending: the loop's inputs, still to be computed
-    torch_xla._XLAC._xla_sync_multi(inputs, devices=[], wait=False, sync_xla_data=False)
-    body = [inputs[0] * 2]  # the body traced over them
-    torch_xla._XLAC._get_tensors_xla_device_data_node(body)
-    value = float(body[0].sum().cpu())
-    if value != 2 * 64 * 65 * 64:
-        raise AssertionError(f"the body computed {value}, expected {2 * 64 * 65 * 64}")
+    size = 512
+    for _attempt in range(RACE_ATTEMPTS):
+        x = torch.ones(size, size, device=device)
+        xs.mark_sharding(x, mesh, ("data", None))
+        y = x
+        for _ in range(4):
+            y = (y @ x.T / size).relu()
+        inputs = [y]  # pending: the loop's inputs, still being computed
+        torch_xla._XLAC._xla_sync_multi(inputs, devices=[], wait=False, sync_xla_data=False)
+        body = [inputs[0] * 2]  # the body traced over them
+        torch_xla._XLAC._get_tensors_xla_device_data_node(body)
+        value = float(body[0][0, 0].cpu())
+        if value != 2.0:
+            raise AssertionError(f"the body computed {value}, expected 2.0")
 
 
 # ------------------------------------------------------------------------------ double-discovery

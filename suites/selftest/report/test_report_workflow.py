@@ -79,7 +79,7 @@ def test_one_job_per_cpu_cell_each_uploading_its_own_artifact(workflow: dict) ->
 
 def test_report_job_merges_everything_even_after_failures(workflow: dict) -> None:
     job = workflow["jobs"]["report"]
-    assert set(job["needs"]) == {"cells", "gpu", "tpu"} and job["if"] == "always()"
+    assert set(job["needs"]) == {"cells", "gpu", "tpu", "releases"} and job["if"] == "always()"
     (download,) = steps_using(job, "actions/download-artifact@v4")
     assert download["with"]["pattern"] == "junit-*"
     assert download["with"]["merge-multiple"] is True

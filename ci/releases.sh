@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# The release job: the catalog against PyTorch/XLA releases, each in its own cached virtual
+# environment, then the adapter tests inside each release's environment.
+#
+# Environments live in $XHARNESS_ENV_DIR (default ~/.cache/xharness/envs). The first run of a
+# release builds its environment (torch, torch-xla and the harness: about 5 minutes and 6 GB with
+# the CUDA build of torch from PyPI); later runs reuse it. Results: $XHARNESS_RELEASES_OUT
+# (default reports/releases): junit/torch_xla-<V>.xml, junit.xml, index.html, summary.md.
+#
+# Usage: ci/releases.sh [VERSION...]     default: 2.9.0
+# Exit: 0 every verdict as expected and the adapter tests passed; 1 a verdict or a test failed;
+# 3 a release could not be installed (the other releases still ran).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+if [ "$#" -eq 0 ]; then set -- 2.9.0; fi
+out="${XHARNESS_RELEASES_OUT:-reports/releases}"
+
+if [ ! -x .venv/bin/xharness ]; then
+  python3 -m venv .venv
+  .venv/bin/python -m pip install -q --upgrade pip
+  .venv/bin/python -m pip install -q -e .
+fi
+
+status=0
+.venv/bin/xharness releases torch_xla "$@" --out "$out" || status=$?
+for version in "$@"; do
+  python="$(.venv/bin/python -c 'import sys
+from harness.adapters.envs import find_env
+env = find_env("torch_xla", sys.argv[1])
+print(env.python if env else "")' "$version")"
+  if [ -z "$python" ]; then
+    echo "ci/releases.sh: torch_xla $version has no environment, its adapter tests did not run" >&2
+    continue
+  fi
+  echo "ci/releases.sh: suites/adapters in the torch_xla $version environment"
+  "$python" -m pytest suites/adapters -q -p no:cacheprovider -p xdist -n 2 || {
+    code=$?
+    if [ "$status" -eq 0 ]; then status=$code; fi
+  }
+done
+exit "$status"
