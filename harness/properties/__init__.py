@@ -31,6 +31,7 @@ from harness.properties.machine import (
     SAVE_ALIASING,
     SYNC_ALIASING,
     SYNC_WAITS,
+    VIEW_WRITES,
     SyncAliasMachine,
     programs,
     run_program,
@@ -54,6 +55,7 @@ from harness.properties.strategies import (
 
 __all__ = [
     "BUFFER_SHARING",
+    "VIEW_WRITES",
     "SAVE_ALIASING",
     "SYNC_WAITS",
     "COVERAGE",

@@ -410,6 +410,16 @@ SAVE_ALIASING = Invariant(
     needs=(base.TENSORS, base.ALIASING, base.STEP, base.SAVE),
 )
 
+VIEW_WRITES = Invariant(
+    id="view-writes",
+    title="writes through views of views (3-d permutations, negative dimensions, slices) land where numpy's do",
+    check=run_program,
+    examples=lambda: programs(5, scheduled=False, vocabulary=("alias", "inplace", "inplace_tensor", "read"), reach=2, min_ops=2),
+    size=lambda example: len(example["program"]),
+    max_examples=100,
+    needs=(base.TENSORS, base.ALIASING),
+)
+
 BUFFER_SHARING = Invariant(
     id="buffer-sharing",
     title="a step never donates a buffer another live tensor still holds (copies, steps, writes)",

@@ -56,6 +56,9 @@ def check_preservation(mesh: Mesh, spec: Any, shape: tuple[int, ...], functional
     model: nn.Module = _Model(shape)
     p = model.w
     sharding.mark_sharding(p, mesh, expected)
+    plain = tensor(np.zeros(shape, np.float32))  # not a parameter: copy_ and in-place ops only
+    sharding.mark_sharding(plain, mesh, expected)
+    plain_spec = expected
     optimizers: dict[str, Any] = {}
     done: list[str] = []
     for op in ops:
@@ -64,8 +67,10 @@ def check_preservation(mesh: Mesh, spec: Any, shape: tuple[int, ...], functional
         elif op == "inplace":
             p.detach().mul_(2.0)
             p.detach().add_(1.0)
-        elif op == "copy":  # a restore: copying a replicated value in keeps the parameter's layout
+            plain.add_(1.0)
+        elif op == "copy":  # a restore: copying a replicated value in keeps each tensor's layout
             p.detach().copy_(tensor(np.full(shape, 0.5, np.float32)))
+            plain.copy_(tensor(np.full(shape, 0.25, np.float32)))
         elif op in ("sgd", "adam"):
             if op not in optimizers:
                 optimizers[op] = optim.SGD([p], lr=0.01) if op == "sgd" else optim.Adam([p], lr=0.01)
@@ -82,6 +87,10 @@ def check_preservation(mesh: Mesh, spec: Any, shape: tuple[int, ...], functional
         elif op == "mark_step":
             step.mark_step(wait=True)
         done.append(op)
+        kept = spelled(sharding.sharding_spec(plain))
+        assert kept == expected_read_back(plain_spec), (
+            f"after {done} a plain tensor sharded {plain_spec!r} reports {kept!r}"
+        )
         reported = spelled(sharding.sharding_spec(p))
         assert reported == expected_read_back(expected), (
             f"after {done} (functionalization {'on' if functionalization else 'off'}) the parameter "

@@ -6,7 +6,13 @@ from harness.properties.base import Invariant
 from harness.properties.discovery import DISCOVERY_IDEMPOTENCE
 from harness.properties.donation import DONATION
 from harness.properties.layout import COVERAGE, HOST_COPY, ROUND_TRIP, UNEVEN_SPLIT, VIEW_SHARDING
-from harness.properties.machine import BUFFER_SHARING, SAVE_ALIASING, SYNC_ALIASING, SYNC_WAITS
+from harness.properties.machine import (
+    BUFFER_SHARING,
+    SAVE_ALIASING,
+    SYNC_ALIASING,
+    SYNC_WAITS,
+    VIEW_WRITES,
+)
 from harness.properties.preservation import SHARDING_PRESERVATION
 from harness.properties.specs import OP_SHARDING_CACHE, SPEC_NORMALIZATION
 
@@ -21,6 +27,7 @@ INVARIANTS: tuple[Invariant, ...] = (
     SHARDING_PRESERVATION,
     SYNC_ALIASING,
     SAVE_ALIASING,
+    VIEW_WRITES,
     BUFFER_SHARING,
     SYNC_WAITS,
     DISCOVERY_IDEMPOTENCE,

@@ -24,6 +24,7 @@ from harness.properties import (
     SYNC_WAITS,
     UNEVEN_SPLIT,
     VIEW_SHARDING,
+    VIEW_WRITES,
 )
 
 test_spec_normalization = pytest.mark.multiprocess(SPEC_NORMALIZATION.hypothesis_test())
@@ -40,3 +41,4 @@ test_view_sharding = VIEW_SHARDING.hypothesis_test()
 test_buffer_sharing = BUFFER_SHARING.hypothesis_test()
 test_sync_waits = SYNC_WAITS.hypothesis_test()
 test_save_aliasing = SAVE_ALIASING.hypothesis_test()
+test_view_writes = VIEW_WRITES.hypothesis_test()
