@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from harness.properties.base import Falsified, Invariant
 from harness.properties.discovery import DISCOVERY_IDEMPOTENCE, check_discovery
-from harness.properties.donation import DONATION, check_donation
+from harness.properties.donation import DONATION, SHARED_BUFFER, check_donation, check_shared_buffer
 from harness.properties.layout import (
     COVERAGE,
     HOST_COPY,
@@ -32,7 +32,9 @@ from harness.properties.machine import (
     SYNC_ALIASING,
     SYNC_WAITS,
     VIEW_WRITES,
+    WAITING_SYNC,
     SyncAliasMachine,
+    check_waiting_sync,
     programs,
     run_program,
 )
@@ -55,6 +57,10 @@ from harness.properties.strategies import (
 
 __all__ = [
     "BUFFER_SHARING",
+    "SHARED_BUFFER",
+    "WAITING_SYNC",
+    "check_shared_buffer",
+    "check_waiting_sync",
     "VIEW_WRITES",
     "SAVE_ALIASING",
     "SYNC_WAITS",

@@ -59,3 +59,52 @@ DONATION = Invariant(
     max_examples=30,
     needs=(base.TENSORS, base.DONATION),
 )
+
+
+# ------------------------------------------------------------------------------ invariant 8b
+
+
+def check_shared_buffer(materialize_first: bool, update: str, param_aliasing: bool, functionalization: bool) -> None:
+    """Two tensors made to hold one value (``b.copy_(c)``) may end up holding one buffer after a
+    step; updating one of them in place must never donate the buffer the other still holds:
+    after a second step both read what they should."""
+    from harness.runtime import config
+
+    rt = adapters.current()
+    config.configure(param_aliasing=param_aliasing, functionalization=functionalization)
+    values = np.arange(6, dtype=np.float32).reshape(2, 3)
+    c = rt.derive(rt.tensor(values))  # pending: 2v + 1
+    if materialize_first:
+        rt.step()
+    b = rt.tensor(np.zeros_like(values))
+    rt.inplace(b, "copy", c)
+    rt.step()
+    want = {"b": values * 2 + 1, "c": values * 2 + 1}
+    target = b if update == "b" else c
+    rt.inplace(target, "add", 1.0)
+    want[update] = want[update] + 1
+    rt.step()
+    for name, t in (("b", b), ("c", c)):
+        got = rt.to_host(t)
+        assert np.array_equal(got, want[name]), f"{name} reads {got.tolist()}, expected {want[name].tolist()}"
+
+
+@st.composite
+def _shared_examples(draw: st.DrawFn) -> dict[str, Any]:
+    return {
+        "materialize_first": draw(st.booleans()),
+        "update": draw(pst.choice(("b", "c"))),
+        "param_aliasing": draw(st.booleans()),
+        "functionalization": draw(st.booleans()),
+    }
+
+
+SHARED_BUFFER = Invariant(
+    id="shared-buffer",
+    title="updating one of two tensors that share a computed value never donates the other's buffer",
+    check=check_shared_buffer,
+    examples=_shared_examples,
+    size=lambda example: int(example["materialize_first"]) + int(example["update"] == "c"),
+    max_examples=20,
+    needs=(base.TENSORS, base.ALIASING, base.STEP),
+)

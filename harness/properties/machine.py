@@ -450,6 +450,62 @@ SYNC_WAITS = Invariant(
 )
 
 
+def check_waiting_sync(before: str, how: str, schedule: Any = None) -> None:
+    """Once a waiting sync, ``wait_device_ops`` or the accumulation helper's collection returns,
+    every handle of the tensors it covered is filled, whether or not that call itself launched
+    the work (an earlier asynchronous sync may have), in any interleaving with the executor."""
+    rt = adapters.current()
+
+    def body() -> None:
+        t = rt.derive(rt.tensor(np.ones((2, 3), np.float32)))
+        if before == "async-sync":
+            rt.sync([t], False)
+        elif before == "step":
+            rt.step()
+        if how == "sync-wait":
+            rt.sync([t], True)
+            rt.read_handles([t])
+        elif how == "wait":
+            rt.sync([t], False)
+            rt.wait()
+            rt.read_handles([t])
+        else:
+            rt.collect_handles([t])
+        assert np.array_equal(rt.to_host(t), np.full((2, 3), 3, np.float32)), "the synced value is wrong"
+
+    if schedule is None:
+        body()
+        return
+    from harness import sched
+
+    sched.check(body, schedule)
+
+
+def _waiting_examples() -> st.SearchStrategy[dict[str, Any]]:
+    fields: dict[str, st.SearchStrategy[Any]] = {
+        "before": st.sampled_from(("nothing", "async-sync", "step")),
+        "how": st.sampled_from(("collect", "sync-wait", "wait")),
+    }
+    if base.FAULT_SWITCHES in adapters.current().capabilities:
+        from harness import sched
+
+        fields["schedule"] = sched.hypothesis_schedules()
+    return st.fixed_dictionaries(fields)
+
+
+WAITING_SYNC = Invariant(
+    id="waiting-sync",
+    title="after a waiting sync, wait_device_ops or handle collection every handle is filled",
+    check=check_waiting_sync,
+    examples=_waiting_examples,
+    catches=(faults.RACE_ON_HANDLES,),
+    size=lambda example: ("nothing", "async-sync", "step").index(example["before"]),
+    max_size=0,
+    max_examples=40,
+    needs=(base.TENSORS, base.STEP, base.ASYNC_SYNC),
+)
+
+
 # ------------------------------------------------------------------------------ the machine
 
 

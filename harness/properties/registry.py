@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from harness.properties.base import Invariant
 from harness.properties.discovery import DISCOVERY_IDEMPOTENCE
-from harness.properties.donation import DONATION
+from harness.properties.donation import DONATION, SHARED_BUFFER
 from harness.properties.layout import COVERAGE, HOST_COPY, ROUND_TRIP, UNEVEN_SPLIT, VIEW_SHARDING
 from harness.properties.machine import (
     BUFFER_SHARING,
@@ -12,6 +12,7 @@ from harness.properties.machine import (
     SYNC_ALIASING,
     SYNC_WAITS,
     VIEW_WRITES,
+    WAITING_SYNC,
 )
 from harness.properties.preservation import SHARDING_PRESERVATION
 from harness.properties.specs import OP_SHARDING_CACHE, SPEC_NORMALIZATION
@@ -30,8 +31,10 @@ INVARIANTS: tuple[Invariant, ...] = (
     VIEW_WRITES,
     BUFFER_SHARING,
     SYNC_WAITS,
+    WAITING_SYNC,
     DISCOVERY_IDEMPOTENCE,
     DONATION,
+    SHARED_BUFFER,
 )
 
 

@@ -19,12 +19,14 @@ from harness.properties import (
     ROUND_TRIP,
     SAVE_ALIASING,
     SHARDING_PRESERVATION,
+    SHARED_BUFFER,
     SPEC_NORMALIZATION,
     SYNC_ALIASING,
     SYNC_WAITS,
     UNEVEN_SPLIT,
     VIEW_SHARDING,
     VIEW_WRITES,
+    WAITING_SYNC,
 )
 
 test_spec_normalization = pytest.mark.multiprocess(SPEC_NORMALIZATION.hypothesis_test())
@@ -42,3 +44,5 @@ test_buffer_sharing = BUFFER_SHARING.hypothesis_test()
 test_sync_waits = SYNC_WAITS.hypothesis_test()
 test_save_aliasing = SAVE_ALIASING.hypothesis_test()
 test_view_writes = VIEW_WRITES.hypothesis_test()
+test_shared_buffer = SHARED_BUFFER.hypothesis_test()
+test_waiting_sync = WAITING_SYNC.hypothesis_test()
