@@ -6,6 +6,12 @@ output shardings and donation), then hands the execution to one executor thread 
 once. The outputs are *placeholder* device data, filled when the execution completes; reading one
 waits for it. ``wait_device_ops()`` waits for everything submitted so far.
 
+That wait has two steps, as upstream's has since pytorch/xla#5811: the executor thread's barrier
+(everything queued so far was dispatched), then the operation tracker (every execution started has
+completed on the device). A barrier alone is not enough once completion happens elsewhere: the
+``wait-gap`` switch re-creates the v2.1 runtime, where the execution was registered by a closure
+run later on another thread, so a wait could find nothing registered and return early.
+
 Lowering and compilation happen on the caller's thread so that a graph that cannot compile fails
 the ``mark_step`` that asked for it; only execution is asynchronous.
 
@@ -35,7 +41,7 @@ import numpy as np
 from jax.sharding import NamedSharding, PartitionSpec
 
 from harness import sched
-from harness.runtime import config, ir, topology
+from harness.runtime import config, faults, ir, topology
 from harness.runtime.errors import DonatedBufferError, PlaceholderAccessError
 
 # Donation is requested for every updated parameter; when XLA cannot reuse a buffer in place the
@@ -133,6 +139,7 @@ class Metrics:
 
     compiles: int = 0
     executions: int = 0
+    completed: int = 0  # executions whose device work finished (``executions`` counts launches)
     cache_hits: int = 0
     transfers_to_device: int = 0
 
@@ -379,6 +386,48 @@ class ExecutionAbandoned(RuntimeError):
     (``harness.sched``): it carries this instead of staying a placeholder nobody will fill."""
 
 
+class _Operations:
+    """Executions started and not yet completed: the second step of ``wait_device_ops``.
+
+    Upstream's ``OperationTracker`` (pytorch/xla#5811). The executor thread's barrier only says
+    that the queue was drained; an execution still completing on another thread is seen here. The
+    count and the idle event change together under the lock, so ``idle`` is set exactly when the
+    count is zero, even when a torn-down run cuts an update short (a set or release completes).
+    """
+
+    def __init__(self) -> None:
+        self._lock = sched.Lock(name="operations")
+        self._idle = sched.Event(name="operations idle")
+        self._idle.set()
+        self._running = 0
+
+    @property
+    def running(self) -> int:
+        return self._running
+
+    def start(self) -> None:
+        with self._lock:
+            self._running += 1
+            if self._running == 1:
+                self._idle.clear()
+
+    def finish(self) -> None:
+        with self._lock:
+            self._running -= 1
+            if self._running == 0:
+                self._idle.set()
+
+    def wait(self) -> None:
+        while True:
+            with self._lock:
+                if self._running == 0:
+                    return
+            self._idle.wait()
+
+
+_operations = _Operations()
+
+
 class _Worker:
     """One executor thread: executions run in submission order, like a device stream."""
 
@@ -389,6 +438,7 @@ class _Worker:
         self._thread: sched.Thread | None = None
         self._failure: BaseException | None = None  # the first failed execution since the last wait
         self._interrupted: list[_Execution] = []  # cut short by a torn-down run, to settle after it
+        self._closures: list[sched.Thread] = []  # late completions (``wait-gap``), joined on stop
 
     def note_failure(self, exc: BaseException) -> None:
         with self._lock:
@@ -404,6 +454,13 @@ class _Worker:
 
     def interrupted(self, job: _Execution) -> None:
         self._interrupted.append(job)
+
+    def closure(self, target: Any) -> None:
+        """Run ``target`` on a short-lived thread, as upstream's IO thread pool ran ``lockfn``."""
+        thread = sched.Thread(target=target, name="io-closure", daemon=True)
+        self._closures = [t for t in self._closures if t.is_alive()]
+        self._closures.append(thread)
+        thread.start()
 
     def submit(self, job: _Execution) -> sched.Event:
         done = sched.Event(name="execution done")
@@ -429,15 +486,20 @@ class _Worker:
                 done.set()
 
     def shutdown(self) -> None:
-        """Drain and stop the thread before the interpreter tears JAX down under it."""
+        """Drain and stop the thread before the interpreter tears JAX down under it; then let
+        the closures it started finish, so that none outlives a run into the next."""
         with self._lock:
             thread = self._thread
-            if thread is None or not thread.is_alive():
-                return
-            done = sched.Event(name="shutdown")
-            self._queue.put((None, done))
-        done.wait(timeout=30)
-        thread.join(timeout=30)
+            done: sched.Event | None = None
+            if thread is not None and thread.is_alive():
+                done = sched.Event(name="shutdown")
+                self._queue.put((None, done))
+        if thread is not None and done is not None:
+            done.wait(timeout=30)
+            thread.join(timeout=30)
+        closures, self._closures = self._closures, []
+        for closure in closures:
+            closure.join(timeout=30)
 
     def restart(self) -> None:
         """Before a controlled run: stop the thread started outside it and start from an empty
@@ -470,6 +532,8 @@ class _Worker:
         last = self._last
         if last is not None and not last.is_set():
             last.wait()
+        sched.point("wait_device_ops.client")
+        _operations.wait()
         failure = self.take_failure()
         if failure is not None and raise_errors:
             raise failure
@@ -484,7 +548,7 @@ sched.on_deactivate(_worker.stop)
 class _Execution:
     """One launched graph: what the executor thread runs for it."""
 
-    __slots__ = ("exe", "inputs", "outputs", "moved_in", "moved_out", "delay")
+    __slots__ = ("exe", "inputs", "outputs", "moved_in", "moved_out", "delay", "late", "tracked")
 
     def __init__(
         self,
@@ -500,35 +564,81 @@ class _Execution:
         self.moved_in = moved_in
         self.moved_out = moved_out
         self.delay = config.options.execution_delay  # the device speed when it was launched
+        # v2.1's order: the execution is registered by a closure after dispatch (``wait-gap``)
+        self.late = faults.active(faults.WAIT_GAP)
+        self.tracked = False
+
+    def track(self) -> None:
+        _operations.start()
+        self.tracked = True  # no point since the count changed: a torn-down run cannot split them
+
+    def untrack(self) -> None:
+        if self.tracked:
+            _operations.finish()
+            self.tracked = False
 
     def __call__(self) -> None:
-        exe, inputs, outputs = self.exe, self.inputs, self.outputs
+        """The executor thread's part: dispatch, then completion here or, late, on a closure."""
         try:
-            args = [inputs[i].array() for i in exe.arg_order]
-            args = [a if m is None else jax.device_put(a, m) for a, m in zip(args, self.moved_in, strict=True)]
-            sched.point("executor.launch")
-            if self.delay and not sched.is_controlled():  # under control, the scheduler decides
-                time.sleep(self.delay)
-            results = exe.compiled(*args)
-            results = [r if m is None else jax.device_put(r, m) for r, m in zip(results, self.moved_out, strict=True)]
-            for out, result in zip(outputs, results, strict=True):
-                out.fill(result)
-            # filled first (readers may start), then the job ends only when the device is done, so
-            # that ``wait_device_ops`` means what upstream's does: every execution has completed
-            jax.block_until_ready(results)
-        except BaseException as exc:  # every output carries the failure to whoever reads it
+            results = self._dispatch()
+            if self.late:
+                _worker.closure(lambda: self._close(results))
+                return
+            self._complete(results)
+        except BaseException as exc:
+            self._failed(exc)
+
+    def _close(self, results: list[jax.Array]) -> None:
+        """Upstream's ``lockfn``: only now is the execution known to ``wait_device_ops``."""
+        try:
+            sched.point("executor.track")
+            self.track()
+            self._complete(results)
+        except BaseException as exc:
+            self._failed(exc)
+
+    def _dispatch(self) -> list[jax.Array]:
+        exe, inputs, outputs = self.exe, self.inputs, self.outputs
+        args = [inputs[i].array() for i in exe.arg_order]
+        args = [a if m is None else jax.device_put(a, m) for a, m in zip(args, self.moved_in, strict=True)]
+        sched.point("executor.launch")
+        if self.delay and not sched.is_controlled():  # under control, the scheduler decides
+            time.sleep(self.delay)
+        results = exe.compiled(*args)
+        results = [r if m is None else jax.device_put(r, m) for r, m in zip(results, self.moved_out, strict=True)]
+        for out, result in zip(outputs, results, strict=True):
+            out.fill(result)
+        return results
+
+    def _complete(self, results: list[jax.Array]) -> None:
+        # filled first (readers may start), then the execution ends only when the device is done,
+        # so that ``wait_device_ops`` means what upstream's does: every execution has completed
+        for result in results:
             try:
-                if isinstance(exc, sched.Abandoned):
+                result.block_until_ready()
+            except Exception:
+                # a late completion (``wait-gap``) can find its output already donated to a later
+                # execution, which could only run once this one had finished: done, not failed
+                if not result.is_deleted():
                     raise
-                for out in outputs:
-                    if out.is_placeholder:
-                        out.fail(exc)
-                _worker.note_failure(exc)
-            except sched.Abandoned:
-                # the run is being torn down: the outputs are settled once it is over (``stop``);
-                # settled now, a participant still unwinding would read them as a plain error
-                _worker.interrupted(self)
+        metrics.completed += 1
+        self.untrack()
+
+    def _failed(self, exc: BaseException) -> None:
+        """Every output carries the failure to whoever reads it, and the execution is over."""
+        try:
+            if isinstance(exc, sched.Abandoned):
                 raise
+            for out in self.outputs:
+                if out.is_placeholder:
+                    out.fail(exc)
+            _worker.note_failure(exc)
+            self.untrack()
+        except sched.Abandoned:
+            # the run is being torn down: the outputs are settled once it is over (``stop``);
+            # settled now, a participant still unwinding would read them as a plain error
+            _worker.interrupted(self)
+            raise
 
     def abandon(self) -> None:
         for out in self.outputs:
@@ -539,6 +649,7 @@ class _Execution:
                         "with the controlled run that launched it"
                     )
                 )
+        self.untrack()  # it will never complete: no later wait may count on it
 
 
 def execute(
@@ -580,7 +691,14 @@ def execute(
     moved_out = [o.sharding if _order(o.sharding) != _order(exe.output_shardings[i]) else None for i, o in enumerate(outputs)]
 
     metrics.executions += 1
-    done = _worker.submit(_Execution(exe, inputs, outputs, moved_in, moved_out))
+    job = _Execution(exe, inputs, outputs, moved_in, moved_out)
+    if not job.late:  # upstream #5811's ``StartOperation``: known to every wait before it is queued
+        job.track()
+    try:
+        done = _worker.submit(job)
+    except sched.Abandoned:  # torn down around the submission: settled (and untracked) after it
+        _worker.interrupted(job)
+        raise
     if wait:
         done.wait()
         failed = next((o._error for o in outputs if o._error is not None), None)

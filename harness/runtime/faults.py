@@ -19,6 +19,7 @@ DOUBLE_DISCOVERY = "double-discovery"
 UNHASHABLE_SPEC = "unhashable-spec"
 LOST_SHARDING = "lost-sharding"
 ALIASED_SAVE = "aliased-save"
+WAIT_GAP = "wait-gap"
 
 #: every switch, with the upstream fix it undoes
 SWITCHES: dict[str, str] = {
@@ -27,6 +28,7 @@ SWITCHES: dict[str, str] = {
     UNHASHABLE_SPEC: "partition specs are normalized to tuples, including for 0-d tensors",
     LOST_SHARDING: "shardings survive .to(device) and sit on the custom-sharding node",
     ALIASED_SAVE: "save syncs functional aliases first and never donates buffers",
+    WAIT_GAP: "executions are registered for wait_device_ops before launch, not by a later closure",
 }
 
 _lock = threading.Lock()

@@ -13,6 +13,7 @@ MODULES = (
     "harness.scenarios.unhashable_spec",
     "harness.scenarios.lost_sharding",
     "harness.scenarios.aliased_save",
+    "harness.scenarios.wait_gap",
 )
 
 

@@ -177,6 +177,6 @@ def test_a_deadlock_under_exploration_fails_whatever_the_mode() -> None:
 def test_a_scenario_names_its_own_strategy() -> None:
     from harness.scenarios import registry
 
-    race = registry.get("race-on-handles")
-    assert race.explore == "pct"
-    assert all(s.explore is None for s in registry.all_scenarios() if s is not race)
+    races = {"race-on-handles", "wait-gap"}
+    assert all(registry.get(r).explore == "pct" for r in races)
+    assert all(s.explore is None for s in registry.all_scenarios() if s.id not in races)

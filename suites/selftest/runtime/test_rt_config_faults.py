@@ -32,6 +32,7 @@ def test_every_switch_is_off_by_default() -> None:
         "unhashable-spec",
         "lost-sharding",
         "aliased-save",
+        "wait-gap",
     }
     assert faults.enabled() == frozenset()
 
