@@ -31,6 +31,7 @@ from harness.adapters.expected import (
     PASSED,
     REPRODUCED,
     SKIPPED,
+    VERDICT_SKIPPED,
     ExpectedTable,
     ExpectedTableError,
     Verdict,
@@ -132,8 +133,13 @@ def run_scenario(
     timeout: float = upstream.DEFAULT_TIMEOUT,
     runtime: str = "torch_xla",
 ) -> ScenarioRun:
-    """Every variant of ``scenario`` in a fresh process of ``python``, judged."""
+    """Every variant of ``scenario`` in a fresh process of ``python``, judged. A catalog
+    scenario nobody has written a reproducer for yet is skipped, saying so."""
     started = time.monotonic()
+    if not upstream.reproducers(scenario):
+        verdict = Verdict(VERDICT_SKIPPED, None, SKIPPED,
+                          f"no {runtime} reproducer of {scenario} yet (harness/scenarios/upstream_torch_xla.py)")
+        return ScenarioRun(runtime, "", scenario, SKIPPED, verdict, [], 0.0)
     variants = [upstream.run_variant(r, python, timeout) for r in upstream.reproducers(scenario)]
     outcome = aggregate(variants)
     release = next((v.release for v in variants if v.release), "")
