@@ -147,6 +147,11 @@ class BaseAdapter:
         buffer handle (PyTorch/XLA's gradient-accumulation helper); every handle filled."""
         raise self._lacks(ASYNC_SYNC)
 
+    def executions(self) -> tuple[int, int]:
+        """(launched, completed on the device) execution counts of this process, so a check can
+        tell that ``wait_device_ops`` returned with nothing still running."""
+        raise self._lacks(ASYNC_SYNC)
+
     def read_handles(self, tensors: Sequence[Any]) -> list[Any]:
         """The tensors' device-data handles, read without waiting: right after a waiting sync
         every one must be filled."""

@@ -114,6 +114,10 @@ class ReferenceAdapter(base.BaseAdapter):
         assert not any(h.is_placeholder for h in handles), "collected an unfilled placeholder"
         return handles
 
+    def executions(self) -> tuple[int, int]:
+        metrics = self.xr.metrics
+        return metrics.executions, metrics.completed
+
     def read_handles(self, tensors: Sequence[Any]) -> list[Any]:
         return self.xr.device_data(list(tensors))
 

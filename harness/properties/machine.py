@@ -453,10 +453,12 @@ SYNC_WAITS = Invariant(
 def check_waiting_sync(before: str, how: str, schedule: Any = None) -> None:
     """Once a waiting sync, ``wait_device_ops`` or the accumulation helper's collection returns,
     every handle of the tensors it covered is filled, whether or not that call itself launched
-    the work (an earlier asynchronous sync may have), in any interleaving with the executor."""
+    the work (an earlier asynchronous sync may have), and after ``wait_device_ops`` no execution
+    is still running, in any interleaving with the executor."""
     rt = adapters.current()
 
     def body() -> None:
+        launched, completed = rt.executions()
         t = rt.derive(rt.tensor(np.ones((2, 3), np.float32)))
         if before == "async-sync":
             rt.sync([t], False)
@@ -468,6 +470,9 @@ def check_waiting_sync(before: str, how: str, schedule: Any = None) -> None:
         elif how == "wait":
             rt.sync([t], False)
             rt.wait()
+            now_launched, now_completed = rt.executions()
+            running = (now_launched - launched) - (now_completed - completed)
+            assert running == 0, f"wait_device_ops() returned with {running} execution(s) still running"
             rt.read_handles([t])
         else:
             rt.collect_handles([t])
@@ -498,7 +503,7 @@ WAITING_SYNC = Invariant(
     title="after a waiting sync, wait_device_ops or handle collection every handle is filled",
     check=check_waiting_sync,
     examples=_waiting_examples,
-    catches=(faults.RACE_ON_HANDLES,),
+    catches=(faults.RACE_ON_HANDLES, faults.WAIT_GAP),
     size=lambda example: ("nothing", "async-sync", "step").index(example["before"]),
     max_size=0,
     max_examples=40,
