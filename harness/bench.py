@@ -156,18 +156,9 @@ def run_race(args: argparse.Namespace) -> int:
     cmd = [sys.executable, "-m", "harness.scenarios.race_bench", "--seeds", str(args.seeds)]
     env = _child_env(race_bench.DEVICES)
     env.pop("HARNESS_FAULTS", None)  # the case switches the fault itself, on then off
-    try:
-        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=3600)
-    except subprocess.TimeoutExpired:
-        print("xharness bench race: the benchmark child timed out after 3600 s", file=sys.stderr)
+    report = _child_report("race", cmd, env)
+    if report is None:
         return 1
-    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
-    if proc.returncode != 0 or not lines:
-        tail = (proc.stderr or proc.stdout).strip().splitlines()[-15:]
-        print(f"xharness bench race: the benchmark child exited {proc.returncode}", file=sys.stderr)
-        print("\n".join(tail), file=sys.stderr)
-        return 1
-    report: dict[str, Any] = json.loads(lines[-1])
     report["command"] = "xharness bench race" + (f" --seeds {args.seeds}" if args.seeds != 20 else "")
     if args.json:
         print(json.dumps(report, indent=2))
@@ -178,21 +169,30 @@ def run_race(args: argparse.Namespace) -> int:
     return 1 if missed else 0
 
 
-def run_properties(args: argparse.Namespace) -> int:
-    """Examples per second per invariant under the CI profile, in a fresh 8-device process."""
-    cmd = [sys.executable, "-m", "harness.properties.speed", "--json"]
+def _child_report(case: str, cmd: list[str], env: dict[str, str]) -> dict[str, Any] | None:
+    """Run a benchmark child (a fresh process: the device count is fixed when JAX starts) and
+    return the JSON document it printed last, or None after saying why there is none."""
     try:
-        proc = subprocess.run(cmd, env=_child_env(8), capture_output=True, text=True, timeout=3600)
+        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=3600)
     except subprocess.TimeoutExpired:
-        print("xharness bench properties: the benchmark child timed out after 3600 s", file=sys.stderr)
-        return 1
+        print(f"xharness bench {case}: the benchmark child timed out after 3600 s", file=sys.stderr)
+        return None
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
     if proc.returncode != 0 or not lines:
         tail = (proc.stderr or proc.stdout).strip().splitlines()[-15:]
-        print(f"xharness bench properties: the benchmark child exited {proc.returncode}", file=sys.stderr)
+        print(f"xharness bench {case}: the benchmark child exited {proc.returncode}", file=sys.stderr)
         print("\n".join(tail), file=sys.stderr)
-        return 1
+        return None
     report: dict[str, Any] = json.loads(lines[-1])
+    return report
+
+
+def run_properties(args: argparse.Namespace) -> int:
+    """Examples per second per invariant under the CI profile, in a fresh 8-device process."""
+    cmd = [sys.executable, "-m", "harness.properties.speed", "--json"]
+    report = _child_report("properties", cmd, _child_env(8))
+    if report is None:
+        return 1
     if args.json:
         print(json.dumps(report, indent=2))
     else:
