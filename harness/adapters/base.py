@@ -32,10 +32,11 @@ DISCOVERY_COUNT = "discovery-count"  # how many times topology discovery ran is 
 FAULT_SWITCHES = "fault-switches"  # the runtime carries the catalog's fault switches
 OP_SHARDING = "op-sharding"  # a mesh's cached spec -> sharding lookup (``Mesh.get_op_sharding``)
 TRAINING = "training"  # modules, optimizers and FSDPv2 in the harness' reference API
+HANDLES = "handles"  # device-data handles read back, execution counts (the executor's contract)
 
 CAPABILITIES: tuple[str, ...] = (
     TENSORS, MESHES, SHARDING, SHARDING_READBACK, STEP, ASYNC_SYNC, ALIASING, SAVE, FSDP, DONATION,
-    DISCOVERY_COUNT, FAULT_SWITCHES, OP_SHARDING, TRAINING,
+    DISCOVERY_COUNT, FAULT_SWITCHES, OP_SHARDING, TRAINING, HANDLES,
 )
 
 

@@ -446,7 +446,7 @@ SYNC_WAITS = Invariant(
     max_size=4,
     max_examples=80,
     search_examples=400,
-    needs=(base.TENSORS, base.ALIASING, base.STEP, base.ASYNC_SYNC),
+    needs=(base.TENSORS, base.ALIASING, base.STEP, base.ASYNC_SYNC, base.HANDLES),
 )
 
 
@@ -507,7 +507,7 @@ WAITING_SYNC = Invariant(
     size=lambda example: ("nothing", "async-sync", "step").index(example["before"]),
     max_size=0,
     max_examples=40,
-    needs=(base.TENSORS, base.STEP, base.ASYNC_SYNC),
+    needs=(base.TENSORS, base.STEP, base.ASYNC_SYNC, base.HANDLES),
 )
 
 
