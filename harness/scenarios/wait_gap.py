@@ -3,12 +3,12 @@
 PyTorch/XLA PR #5078 moved taking the per-device execution lock out of ``ExecuteComputation``
 into a closure (``lockfn``) that an IO thread pool runs later, so that tracing the next step is
 not held up by the device. ``wait_device_ops`` waited by taking those device locks: an execution
-whose closure had not run yet held no lock, and the wait passed it by. PR #5284 left the window
-in a maintainer's TODO ("a short windows where device is unlcoked while execution is still
-running"); PR #5811 re-implemented ``WaitDeviceOps`` over an operation tracker that registers each
-execution before it is launched, noting that the gap "mostly manifests in random unit test
-failures" (``TestWaitDeviceOps``, #4626, reads ``ExecuteTime`` from the metrics right after
-``mark_step(); wait_device_ops()``). Releases 2.1.x carry the gap; 2.2.0 has the fix.
+whose closure had not run yet held no lock, and the wait passed it by. pytorch/xla PR #5284 left
+that window in a maintainer's TODO. pytorch/xla PR #5811 rebuilt ``WaitDeviceOps`` on an operation
+tracker that registers each execution before launch; its description says the gap showed mostly
+as intermittent test failures upstream. The kind of check that trips over it is pytorch/xla #4626's,
+which reads the ``ExecuteTime`` metric right after ``mark_step(); wait_device_ops()``. Releases
+2.1.x carry the gap; 2.2.0 has the fix.
 
 Here the runtime's ``wait_device_ops`` has the same two steps, the executor thread's barrier and
 the operation tracker, and the ``wait-gap`` switch puts the registration back into a closure
