@@ -125,9 +125,14 @@ class ReferenceAdapter(base.BaseAdapter):
         return self.xr.discovery_count()
 
     def prepare_fsdp_spec(self, shape: tuple[int, ...], mesh: Any) -> Any:
-        from harness.properties.specs import shaped
+        """Spec preparation reads only the shape, so the parameter is a pending value: no device
+        transfer, and thousands of examples a second."""
+        from harness.runtime import ir
+        from harness.runtime.tensor import Tensor
 
-        return self.xr.fsdp.prepare_partition_spec(shaped(shape), mesh)
+        zero = ir.const(0.0, np.dtype(np.float32))
+        param = Tensor._from_node(ir.Node("broadcast_to", (zero,), (tuple(shape),)))
+        return self.xr.fsdp.prepare_partition_spec(param, mesh)
 
     def op_sharding(self, mesh: Any, spec: Any) -> Any:
         return mesh.get_op_sharding(spec)

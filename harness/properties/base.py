@@ -17,7 +17,7 @@ import math
 import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from hypothesis import HealthCheck, given, settings
@@ -110,8 +110,6 @@ class Invariant:
     #: run each example inside ``isolated()``; an invariant that only reads cached objects and
     #: records nothing (the spec checks) skips it, which is a third of its time per example
     isolate: bool = True
-    #: the example that raised last in this process: hypothesis replays the shrunk example last
-    _last: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     def run_example(self, example: dict[str, Any]) -> None:
         """Check one example in isolation, remembering it if it fails."""
@@ -124,7 +122,6 @@ class Invariant:
             else:
                 self.check(**example)
         except BaseException as exc:
-            self._last["example"] = example
             try:  # each distinct failure hypothesis reports keeps its own example
                 exc.__dict__.setdefault("xharness_example", example)
             except AttributeError:
@@ -190,7 +187,6 @@ class Invariant:
             raise Unsupported(reason)
         budget = max_examples or self.search_examples or self.max_examples
         options = {**SEARCH_SETTINGS, "max_examples": budget, **overrides}
-        self._last.clear()
         test = settings(**options)(given(self.examples())(self.run_example))
         try:
             test()

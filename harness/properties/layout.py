@@ -98,9 +98,7 @@ def check_coverage(mesh: Any, spec: Any, shape: tuple[int, ...]) -> None:
         assert np.array_equal(data, host[wanted[device]]), f"device {device}: shard values are not {exp}"
         counts[wanted[device]] += 1
     if len(held) == len(wanted):  # every device addressable: count the copies of each element
-        sizes = pst.axis_sizes(mesh)
-        parts = math.prod(sizes[a] for e in normal if e is not None for a in ((e,) if isinstance(e, str) else e))
-        replicas = len(wanted) // parts
+        replicas = len(wanted) // math.prod(pst.split_counts(mesh, normal))
         assert (counts == replicas).all(), (
             f"{mesh!r} spec {normal!r} shape {shape}: elements held {sorted(set(counts.reshape(-1).tolist()))} "
             f"times, every one should be held {replicas} times"
@@ -193,9 +191,7 @@ def _round_trip_examples(draw: st.DrawFn) -> dict[str, Any]:
 
 
 def _parts(mesh: Mesh, spec: Any, ndim: int) -> list[int]:
-    sizes = pst.axis_sizes(mesh)
-    normal = normalize_spec(spec, ndim, mesh)
-    return [math.prod(sizes[a] for a in ((e,) if isinstance(e, str) else e)) if e is not None else 1 for e in normal]
+    return pst.split_counts(mesh, normalize_spec(spec, ndim, mesh))
 
 
 def _values_size(example: dict[str, Any]) -> int:

@@ -23,9 +23,8 @@ from harness import adapters
 from harness.adapters import base
 from harness.properties import strategies as pst
 from harness.properties.base import Invariant
-from harness.runtime import faults, fsdp, ir
+from harness.runtime import faults, fsdp
 from harness.runtime.mesh import Mesh, normalize_spec
-from harness.runtime.tensor import Tensor
 
 # ------------------------------------------------------------------------------ helpers
 
@@ -41,13 +40,6 @@ def _axes_of(entry: Any) -> tuple[str, ...]:
 def _meaning(spec: Any) -> tuple[tuple[str, ...], ...]:
     """What a spec says, independent of its spelling: the axes of each dimension, in order."""
     return tuple(_axes_of(e) for e in spec)
-
-
-def shaped(shape: tuple[int, ...]) -> Tensor:
-    """A pending tensor of ``shape`` that costs no device transfer (spec preparation only reads
-    the shape)."""
-    zero = ir.const(0.0, np.dtype(np.float32))
-    return Tensor._from_node(ir.Node("broadcast_to", (zero,), (tuple(shape),)))
 
 
 def jax_grid(mesh: Any) -> np.ndarray:

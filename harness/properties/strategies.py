@@ -253,7 +253,7 @@ def _partition_specs(mesh: Any, ndim: int, forms: tuple[str, ...], axes: tuple[s
     return _specs(ndim, pool, forms)
 
 
-def _parts(mesh: Any, spec: Any) -> list[int]:
+def split_counts(mesh: Any, spec: Any) -> list[int]:
     """How many pieces each dimension is split into (validates the spec against the mesh)."""
     sizes = axis_sizes(mesh)
     out = []
@@ -285,7 +285,7 @@ def sharded_shapes(
     for invariants that say what must happen then; a spec that splits nothing cannot make one
     and is refused.
     """
-    return _sharded_shapes(tuple(_parts(mesh, spec)), divisible, max_multiple, repr(spec), repr(mesh))
+    return _sharded_shapes(tuple(split_counts(mesh, spec)), divisible, max_multiple, repr(spec), repr(mesh))
 
 
 @lru_cache(maxsize=4096)

@@ -47,7 +47,7 @@ def test_meshes_reach_permuted_orders_and_odd_axes() -> None:
 
     collect()
     if NDEV > 1:
-        assert len(seen_orders) > 1 and tuple(range(NDEV)) in seen_orders | {tuple(range(NDEV))}
+        assert len(seen_orders) > 1
     assert seen_shapes <= set(factorizations(NDEV)) and len(seen_shapes) > min(3, len(factorizations(NDEV)) - 1)
     if NDEV % 3 == 0:
         assert any(3 in s for s in seen_shapes)
