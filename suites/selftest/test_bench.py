@@ -57,18 +57,23 @@ def test_bench_race_json(capsys: pytest.CaptureFixture[str]) -> None:
     assert code == 0, report
     assert report["name"] == "race" and report["seeds"] == 2
     assert report["command"] == "xharness bench race --seeds 2"
-    injected, fixed, goals = report["injected"], report["fixed"], report["goals"]
-    for name in ("pct", "dfs", "random", "hypothesis", "stress"):
-        assert injected[name]["found"] == 2, (name, injected[name])
-        assert 1 <= injected[name]["median"] <= injected[name]["max"]
-    for name in ("pct", "dfs", "random", "hypothesis"):
-        assert injected[name]["replayed"] == 2, name
-    assert injected["failure_kinds"] == ["PlaceholderAccessError"]
-    assert injected["hypothesis"]["max_preemptions"] <= 2
-    assert fixed["failures"] == 0 and fixed["explored"] >= 500
-    assert fixed["dfs"]["exhausted"] is True and fixed["dfs"]["schedules"] > 1
+    assert set(report["scenarios"]) == {"race-on-handles", "wait-gap"}
+    kinds = {"race-on-handles": ["PlaceholderAccessError"], "wait-gap": ["InvariantViolation"]}
+    for scenario, result in report["scenarios"].items():
+        injected, fixed, goals = result["injected"], result["fixed"], result["goals"]
+        for name in ("pct", "dfs", "random", "hypothesis", "stress"):
+            assert injected[name]["found"] == 2, (scenario, name, injected[name])
+            assert 1 <= injected[name]["median"] <= injected[name]["max"]
+        for name in ("pct", "dfs", "random", "hypothesis"):
+            assert injected[name]["replayed"] == 2, (scenario, name)
+        assert injected["failure_kinds"] == kinds[scenario]
+        assert injected["hypothesis"]["max_preemptions"] <= 2
+        assert fixed["failures"] == 0 and fixed["explored"] >= 500, scenario
+        assert fixed["dfs"]["exhausted"] is True and fixed["dfs"]["schedules"] > 1
+        assert (
+            goals["every_schedule_replays"] and goals["dfs_exhausted"] and goals["pct_every_seed"]
+        )
     assert report["points"]["points_per_step"] > 0 and report["points"]["ns_per_point"] >= 0
-    assert goals["every_schedule_replays"] and goals["dfs_exhausted"] and goals["pct_every_seed"]
 
 
 def test_every_case_has_a_description_and_target() -> None:
