@@ -28,6 +28,7 @@ from harness.properties.layout import (
 )
 from harness.properties.machine import (
     BUFFER_SHARING,
+    PARTIAL_SYNC,
     SAVE_ALIASING,
     SYNC_ALIASING,
     SYNC_WAITS,
@@ -57,6 +58,7 @@ from harness.properties.strategies import (
 
 __all__ = [
     "BUFFER_SHARING",
+    "PARTIAL_SYNC",
     "SHARED_BUFFER",
     "WAITING_SYNC",
     "check_shared_buffer",

@@ -434,6 +434,22 @@ BUFFER_SHARING = Invariant(
     needs=(base.TENSORS, base.ALIASING, base.STEP),
 )
 
+PARTIAL_SYNC = Invariant(
+    id="partial-sync",
+    title="a sync of some tensors leaves alone the buffers other pending values still read",
+    check=run_program,
+    examples=lambda: programs(
+        5, scheduled=False, vocabulary=("inplace", "derive", "sync"),
+        param_aliasing=True, reach=2, min_ops=3,
+    ),
+    catches=(faults.PARTIAL_SYNC_DONATION,),
+    size=lambda example: len(example["program"]),
+    max_size=4,
+    max_examples=100,
+    search_examples=400,
+    needs=(base.TENSORS, base.STEP),
+)
+
 SYNC_WAITS = Invariant(
     id="sync-waits",
     title="after a waiting sync or wait_device_ops every handle is filled, in any interleaving",

@@ -8,6 +8,7 @@ from harness.properties.donation import DONATION, SHARED_BUFFER
 from harness.properties.layout import COVERAGE, HOST_COPY, ROUND_TRIP, UNEVEN_SPLIT, VIEW_SHARDING
 from harness.properties.machine import (
     BUFFER_SHARING,
+    PARTIAL_SYNC,
     SAVE_ALIASING,
     SYNC_ALIASING,
     SYNC_WAITS,
@@ -30,6 +31,7 @@ INVARIANTS: tuple[Invariant, ...] = (
     SAVE_ALIASING,
     VIEW_WRITES,
     BUFFER_SHARING,
+    PARTIAL_SYNC,
     SYNC_WAITS,
     WAITING_SYNC,
     DISCOVERY_IDEMPOTENCE,

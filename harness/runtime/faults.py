@@ -20,6 +20,7 @@ UNHASHABLE_SPEC = "unhashable-spec"
 LOST_SHARDING = "lost-sharding"
 ALIASED_SAVE = "aliased-save"
 WAIT_GAP = "wait-gap"
+PARTIAL_SYNC_DONATION = "partial-sync-donation"
 
 #: every switch, with the upstream fix it undoes
 SWITCHES: dict[str, str] = {
@@ -29,6 +30,7 @@ SWITCHES: dict[str, str] = {
     LOST_SHARDING: "shardings survive .to(device) and sit on the custom-sharding node",
     ALIASED_SAVE: "save syncs functional aliases first and never donates buffers",
     WAIT_GAP: "executions are registered for wait_device_ops before launch, not by a later closure",
+    PARTIAL_SYNC_DONATION: "a sync of chosen tensors donates nothing: only a full step sees every reader",
 }
 
 _lock = threading.Lock()

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from harness import sched
-from harness.runtime import config, executor, ir
+from harness.runtime import config, executor, faults, ir
 from harness.runtime.tensor import Storage, Tensor, _live, _live_lock, live_storages
 
 # a scheduler-aware lock: it is held across ``execute`` and its submission to the executor thread,
@@ -43,7 +43,8 @@ def _sync(tensors: Iterable[Tensor] | None, wait: bool, donate: bool | None) -> 
             executor.wait_device_ops()
         return
     if donate is None:  # only a full step may donate: a partial sync cannot see every reader
-        donate = config.options.param_aliasing if tensors is None else False
+        partial_donates = tensors is not None and faults.active(faults.PARTIAL_SYNC_DONATION)
+        donate = config.options.param_aliasing if tensors is None or partial_donates else False
     candidates: list[executor.DeviceData] = []
     if donate:
         held = {id(s.node.data) for s in live if not s.pending}

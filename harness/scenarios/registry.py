@@ -14,6 +14,7 @@ MODULES = (
     "harness.scenarios.lost_sharding",
     "harness.scenarios.aliased_save",
     "harness.scenarios.wait_gap",
+    "harness.scenarios.partial_sync",
 )
 
 

@@ -212,6 +212,45 @@ def save_after_inplace() -> None:
         raise StaleValue(f"stale value: t2 = t0 + t1 read {value} after the save, expected 3")
 
 
+# ------------------------------------------------------------------------------ partial-sync-donation
+def unlazy_after_inplace() -> None:
+    """The #8422 sequence with ``xm.unlazy([t1])`` where the issue had ``xm.save(t1)``: #8484
+    changed the save, not the sync underneath, so unlazy still donates ``t1``'s old buffer
+    while the pending ``t2`` reads it."""
+    import torch
+    import torch_xla.core.xla_model as xm
+
+    device = xm.xla_device()
+    t0 = torch.tensor([1], device=device)
+    t1 = torch.tensor([2], device=device)
+    xm.mark_step()
+    t2 = t0 + t1
+    t1.add_(1)
+    xm.unlazy([t1])
+    xm.mark_step()
+    value = int(t2.cpu().item())
+    if value != 3:
+        raise StaleValue(f"stale value: t2 = t0 + t1 read {value} after unlazy([t1]), expected 3")
+
+
+def unlazy_derived_read() -> None:
+    """What the sync-aliasing state machine shrank it to: ``t.add_(1); u = t * 2 + 1;
+    xm.unlazy([t]); u.cpu()``."""
+    import torch
+    import torch_xla.core.xla_model as xm
+
+    device = xm.xla_device()
+    host = torch.arange(24, dtype=torch.float32).reshape(4, 6)
+    t = host.to(device)
+    xm.mark_step()
+    t.add_(1)
+    u = t * 2 + 1
+    xm.unlazy([t])
+    got = u.cpu()
+    if not torch.equal(got, (host + 1) * 2 + 1):
+        raise StaleValue("stale value: u = t * 2 + 1 read wrong values after unlazy([t])")
+
+
 # ------------------------------------------------------------------------------ lost-sharding
 def _replicated(model: Any) -> list[str]:
     """Parameters FSDPv2 should have sharded (any dimension the mesh divides) that the runtime
@@ -525,6 +564,21 @@ REPRODUCERS: tuple[Reproducer, ...] = (
     ),
     Reproducer(
         "aliased-save", "save-after-inplace-aliasing-off", save_after_inplace, "pytorch/xla#8422",
+        env=_ALIASING_OFF, signatures=(_STALE, _DELETED), crashes=(_DELETED_ABORT,),
+    ),
+    Reproducer(
+        "partial-sync-donation", "unlazy-after-inplace-aliasing-on", unlazy_after_inplace,
+        "pytorch/xla#8422 with xm.unlazy in place of xm.save",
+        env=_ALIASING_ON, signatures=(_STALE, _DELETED), crashes=(_DELETED_ABORT,),
+    ),
+    Reproducer(
+        "partial-sync-donation", "unlazy-derived-read-aliasing-on", unlazy_derived_read,
+        "the shrunk counterexample of the sync-aliasing invariant",
+        env=_ALIASING_ON, signatures=(_STALE, _DELETED), crashes=(_DELETED_ABORT,),
+    ),
+    Reproducer(
+        "partial-sync-donation", "unlazy-after-inplace-aliasing-off", unlazy_after_inplace,
+        "pytorch/xla#8422 with xm.unlazy, param aliasing off (nothing is donated)",
         env=_ALIASING_OFF, signatures=(_STALE, _DELETED), crashes=(_DELETED_ABORT,),
     ),
 )

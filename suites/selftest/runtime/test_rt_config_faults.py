@@ -33,6 +33,7 @@ def test_every_switch_is_off_by_default() -> None:
         "lost-sharding",
         "aliased-save",
         "wait-gap",
+        "partial-sync-donation",
     }
     assert faults.enabled() == frozenset()
 
