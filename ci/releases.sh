@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The release job: the catalog against PyTorch/XLA releases, each in its own cached virtual
-# environment, then the adapter tests inside each release's environment.
+# environment, then the adapter tests and the invariants inside each release's environment.
 #
 # Environments live in $XHARNESS_ENV_DIR (default ~/.cache/xharness/envs). The first run of a
 # release builds its environment (torch, torch-xla and the harness: about 5 minutes and 6 GB with
@@ -34,6 +34,14 @@ print(env.python if env else "")' "$version")"
   fi
   echo "ci/releases.sh: suites/adapters in the torch_xla $version environment"
   "$python" -m pytest suites/adapters -q -p no:cacheprovider -p xdist -n 2 || {
+    code=$?
+    if [ "$status" -eq 0 ]; then status=$code; fi
+  }
+  # the invariants with torch_xla as the runtime under test: each holds, is skipped naming the
+  # capability the release lacks, or fails as a known finding (harness.properties.base)
+  echo "ci/releases.sh: suites/properties/test_invariants.py against torch_xla $version"
+  HARNESS_RUNTIME=torch_xla TF_CPP_MIN_LOG_LEVEL=2 "$python" -m pytest suites/properties/test_invariants.py \
+    -q -rxs -p no:cacheprovider -p xdist -n 2 || {
     code=$?
     if [ "$status" -eq 0 ]; then status=$code; fi
   }

@@ -33,11 +33,18 @@ FAULT_SWITCHES = "fault-switches"  # the runtime carries the catalog's fault swi
 OP_SHARDING = "op-sharding"  # a mesh's cached spec -> sharding lookup (``Mesh.get_op_sharding``)
 TRAINING = "training"  # modules, optimizers and FSDPv2 in the harness' reference API
 HANDLES = "handles"  # device-data handles read back, execution counts (the executor's contract)
+VIEW_BASE_LAYOUT = "view-base-layout"  # marking a view lays out the storage it views, its base
 
 CAPABILITIES: tuple[str, ...] = (
     TENSORS, MESHES, SHARDING, SHARDING_READBACK, STEP, ASYNC_SYNC, ALIASING, SAVE, FSDP, DONATION,
-    DISCOVERY_COUNT, FAULT_SWITCHES, OP_SHARDING, TRAINING, HANDLES,
+    DISCOVERY_COUNT, FAULT_SWITCHES, OP_SHARDING, TRAINING, HANDLES, VIEW_BASE_LAYOUT,
 )
+
+# ------------------------------------------------------------------------------ behaviours
+#: Documented choices a runtime makes where runtimes differ; a check that depends on one holds
+#: each runtime to the choice it declares, and a declared choice is never a capability a check
+#: may need (the reference runtime, which declares every capability, makes none of these).
+PADS_UNEVEN = "pads-uneven"  # a split that does not divide a dimension is accepted and padded
 
 
 class Unsupported(Exception):

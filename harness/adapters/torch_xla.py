@@ -72,7 +72,8 @@ class TorchXlaAdapter(base.BaseAdapter):
         self._helper_waits = _helper_waits()
 
     def _probe(self) -> set[str]:
-        caps = {base.TENSORS, base.MESHES, base.SHARDING, base.STEP, base.ALIASING, base.SAVE}
+        # PyTorch/XLA shards a dimension that does not divide by padding the last shards
+        caps = {base.TENSORS, base.MESHES, base.SHARDING, base.STEP, base.ALIASING, base.SAVE, base.PADS_UNEVEN}
         if all(hasattr(self.C, f) for f in ("_get_local_shards", "_get_local_shard_replica_and_indices",
                                             "_get_xla_sharding_spec")):
             caps.add(base.SHARDING_READBACK)

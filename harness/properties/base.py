@@ -76,11 +76,12 @@ class KnownFinding:
     #: empty accepts any failure. A failure that does not match is reported, never excused.
     match: str = ""
     scenario: str = ""  # the catalog scenario that reproduces it, if there is one
+    #: a run that finds nothing is "unexpectedly fixed"; False where the CI profile's examples
+    #: are known to miss the bug on these releases (say why where the finding is declared)
+    must_fail: bool = True
 
-    def explains(self, exc: BaseException) -> bool:
-        if not self.match:
-            return True
-        return all(re.search(self.match, f"{type(leaf).__name__}: {leaf}") for leaf in _leaves(exc))
+    def explains(self, leaf: BaseException) -> bool:
+        return not self.match or re.search(self.match, f"{type(leaf).__name__}: {leaf}") is not None
 
 
 #: what the invariants found on real runtimes (see the README's "Runtimes under test")
@@ -103,23 +104,81 @@ KNOWN_FINDINGS: list[KnownFinding] = [
             upstream="https://github.com/pytorch/xla/issues/8422",
             summary="a sync of some tensors (xm.unlazy, _xla_sync_multi with sync_xla_data) "
             "donates buffers other pending values still read",
-            match=r"buffer with shape .* is deleted|Check failed: tensor_data",
+            match=r"buffer with shape .* is deleted|Check failed: tensor_data|Check failed: HasValue\(\)",
             scenario="partial-sync-donation",
+            # 2.5.1 fails the same shrunk program and the scenario reproduces there, but the CI
+            # profile's derandomized programs for partial-sync do not happen to hit it on 2.5.1
+            must_fail=invariant == "sync-aliasing",
         )
         for invariant in ("sync-aliasing", "partial-sync")
+    ),
+    # FSDPv2's spec of a 0-d parameter is a list on 2.5.1 (#8522): unhashable, so the op-sharding
+    # cache raises, and the spec is not the tuple the normalization invariant asks for
+    *(
+        KnownFinding(
+            invariant=invariant,
+            runtime="torch_xla",
+            upstream="https://github.com/pytorch/xla/issues/8522",
+            summary="FSDPv2 prepares a 0-d parameter's partition spec as a list",
+            releases=lambda version: _release(version) < (2, 6),
+            match=r"unhashable type: 'list'|for a 0-d parameter: not a tuple",
+            scenario="unhashable-spec",
+        )
+        for invariant in ("spec-normalization", "op-sharding-cache")
+    ),
+    # #8482 on 2.5.1: a save after an in-place write through an alias holds the alias' old value
+    KnownFinding(
+        invariant="sync-aliasing",
+        runtime="torch_xla",
+        upstream="https://github.com/pytorch/xla/issues/8482",
+        summary="xm.save reads a functional alias before syncing it: the checkpoint holds a stale value",
+        releases=lambda version: _release(version) < (2, 6),
+        match=r"the checkpoint of tensor \d+ after",
+        scenario="aliased-save",
+        must_fail=False,  # one of the failures the machine reports on 2.5.1, not the only one
+    ),
+    KnownFinding(
+        invariant="round-trip",
+        runtime="torch_xla",
+        upstream="not reported upstream; found by the round-trip invariant",
+        summary="re-sharding a tensor (mark_sharding on data already on the device) rewrites "
+        "NaN payloads to the canonical NaN: every number survives, the bits do not",
+        match=r"only NaN payloads differ",
     ),
 ]
 
 
+def _release(version: str) -> tuple[int, ...]:
+    """``2.5.1+cpu`` -> (2, 5, 1): enough to compare releases without a dependency."""
+    parts = re.match(r"(\d+(?:\.\d+)*)", version)
+    return tuple(int(p) for p in parts.group(1).split(".")) if parts else ()
+
+
+def known_findings(invariant: str, runtime: str, version: str) -> list[KnownFinding]:
+    """The findings that say how ``invariant`` breaks on this runtime release."""
+    return [
+        f
+        for f in KNOWN_FINDINGS
+        if f.invariant == invariant and f.runtime == runtime and f.releases(version)
+    ]
+
+
 def known_finding(invariant: str, runtime: str, version: str) -> KnownFinding | None:
-    for finding in KNOWN_FINDINGS:
-        if (
-            finding.invariant == invariant
-            and finding.runtime == runtime
-            and finding.releases(version)
-        ):
-            return finding
-    return None
+    found = known_findings(invariant, runtime, version)
+    return found[0] if found else None
+
+
+def explained(findings: list[KnownFinding], exc: BaseException) -> list[KnownFinding] | None:
+    """The findings that account for every failure in ``exc`` (hypothesis reports each distinct
+    one), or None when some failure is none of them: that one is news, never excused."""
+    used: list[KnownFinding] = []
+    for leaf in _leaves(exc):
+        finding = next((f for f in findings if f.explains(leaf)), None)
+        if finding is None:
+            return None
+        if finding not in used:
+            used.append(finding)
+    return used
 
 
 @dataclass(frozen=True)
@@ -191,22 +250,28 @@ class Invariant:
             options = {"max_examples": invariant.scaled_examples(), **overrides}
             run = settings(**options)(given(invariant.examples())(invariant.run_example))
             rt = current()
-            finding = known_finding(invariant.id, rt.name, rt.version())
-            if finding is None:
+            findings = known_findings(invariant.id, rt.name, rt.version())
+            if not findings:
                 run()
                 return
             try:
                 run()
             except BaseException as exc:  # noqa: BLE001 - the known failure, reported as such
-                if isinstance(exc, KeyboardInterrupt | SystemExit) or not finding.explains(exc):
+                used = None if isinstance(exc, KeyboardInterrupt | SystemExit) else explained(findings, exc)
+                if used is None:
                     raise
                 pytest.xfail(
-                    f"known upstream bug {finding.upstream}: {finding.summary} ({type(exc).__name__})"
+                    "known upstream bug "
+                    + "; ".join(f"{f.upstream}: {f.summary}" for f in used)
+                    + f" ({type(exc).__name__})"
                 )
-            pytest.fail(
-                f"unexpectedly fixed: {rt.name} {rt.version()} keeps {invariant.id}, but "
-                f"{finding.upstream} ({finding.summary}) was expected to break it; update KNOWN_FINDINGS"
-            )
+            required = [f for f in findings if f.must_fail]
+            if required:
+                pytest.fail(
+                    f"unexpectedly fixed: {rt.name} {rt.version()} keeps {invariant.id}, but "
+                    + "; ".join(f"{f.upstream} ({f.summary})" for f in required)
+                    + " was expected to break it; update KNOWN_FINDINGS"
+                )
 
         test.__name__ = f"test_{self.id.replace('-', '_')}"
         test.__qualname__ = test.__name__

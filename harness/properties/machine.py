@@ -445,9 +445,9 @@ PARTIAL_SYNC = Invariant(
     catches=(faults.PARTIAL_SYNC_DONATION,),
     size=lambda example: len(example["program"]),
     max_size=4,
-    max_examples=100,
+    max_examples=300,  # short programs, and the bug needs three ops in one order
     search_examples=400,
-    needs=(base.TENSORS, base.STEP),
+    needs=(base.TENSORS, base.ALIASING, base.STEP),
 )
 
 SYNC_WAITS = Invariant(

@@ -15,7 +15,9 @@ from harness.properties import (
     DISCOVERY_IDEMPOTENCE,
     DONATION,
     HOST_COPY,
+    INVARIANTS,
     OP_SHARDING_CACHE,
+    PARTIAL_SYNC,
     ROUND_TRIP,
     SAVE_ALIASING,
     SHARDING_PRESERVATION,
@@ -46,3 +48,10 @@ test_save_aliasing = SAVE_ALIASING.hypothesis_test()
 test_view_writes = VIEW_WRITES.hypothesis_test()
 test_shared_buffer = SHARED_BUFFER.hypothesis_test()
 test_waiting_sync = WAITING_SYNC.hypothesis_test()
+test_partial_sync = PARTIAL_SYNC.hypothesis_test()
+
+
+def test_every_registered_invariant_runs_here() -> None:
+    tests = {name for name in globals() if name.startswith("test_")}
+    missing = [i.id for i in INVARIANTS if f"test_{i.id.replace('-', '_')}" not in tests]
+    assert not missing, f"invariants without a test in this module: {missing}"
