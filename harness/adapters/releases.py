@@ -49,6 +49,9 @@ EXIT_UNAVAILABLE = 4  # the runtime cannot be loaded by this interpreter (and no
 #: what a release cell runs: the catalog, one test per scenario
 CATALOG_TESTS = "suites/adapters/test_upstream_catalog.py"
 RELEASE_CELL_DEVICES = upstream.CPU_DEVICES
+#: runtimes ``xharness repro --runtime`` runs upstream triggers for: releases of the first are
+#: installed on demand (``--release``); JAX is the one of this interpreter
+UPSTREAM_RUNTIMES = (*RELEASED_RUNTIMES, "jax")
 INSTALL_ID = "xharness::install"
 
 
@@ -136,11 +139,11 @@ def run_scenario(
     """Every variant of ``scenario`` in a fresh process of ``python``, judged. A catalog
     scenario nobody has written a reproducer for yet is skipped, saying so."""
     started = time.monotonic()
-    if not upstream.reproducers(scenario):
+    if not upstream.reproducers(scenario, runtime):
         verdict = Verdict(VERDICT_SKIPPED, None, SKIPPED,
-                          f"no {runtime} reproducer of {scenario} yet (harness/scenarios/upstream_torch_xla.py)")
+                          f"no {runtime} reproducer of {scenario} yet (harness/scenarios/upstream_{runtime}.py)")
         return ScenarioRun(runtime, "", scenario, SKIPPED, verdict, [], 0.0)
-    variants = [upstream.run_variant(r, python, timeout) for r in upstream.reproducers(scenario)]
+    variants = [upstream.run_variant(r, python, timeout) for r in upstream.reproducers(scenario, runtime)]
     outcome = aggregate(variants)
     release = next((v.release for v in variants if v.release), "")
     machine_skip = outcome == SKIPPED and all(v.machine_skip for v in variants)
@@ -195,9 +198,14 @@ def repro(args: argparse.Namespace) -> int:
             f"--inject turns a fault switch on, and runtime {args.runtime} has none: against a "
             "real runtime the upstream trigger runs as written (drop --inject)"
         )
-    if args.runtime not in RELEASED_RUNTIMES:
+    if args.runtime not in UPSTREAM_RUNTIMES:
         raise UsageError(f"runtime {args.runtime!r} has no upstream reproducers here")
-    if not upstream.reproducers(args.scenario):
+    if args.release and args.runtime not in RELEASED_RUNTIMES:
+        raise UsageError(
+            f"--release installs a release of {', '.join(RELEASED_RUNTIMES)}; runtime "
+            f"{args.runtime} under test is the one this interpreter imports (drop --release)"
+        )
+    if not upstream.reproducers(args.scenario, args.runtime):
         raise UsageError(f"scenario {args.scenario!r} has no {args.runtime} reproducer")
     try:
         table = load_table()

@@ -92,6 +92,8 @@ KNOWN_FINDINGS: list[KnownFinding] = [
         upstream="https://github.com/jax-ml/jax/issues/37830",
         summary="jax.device_put aliases a writeable numpy buffer on CPU: writing the host array "
         "afterwards changes the jax.Array",
+        match=r"the device buffer aliases the caller's memory",
+        scenario="host-aliasing",
     ),
     # xm.unlazy of some tensors donates buffers pending values still read (the #8422 mechanism
     # in the caller #8484 left alone); both machines find it, shrunk to in-place, derive, sync.

@@ -21,6 +21,7 @@ LOST_SHARDING = "lost-sharding"
 ALIASED_SAVE = "aliased-save"
 WAIT_GAP = "wait-gap"
 PARTIAL_SYNC_DONATION = "partial-sync-donation"
+HOST_ALIASING = "host-aliasing"
 
 #: every switch, with the upstream fix it undoes
 SWITCHES: dict[str, str] = {
@@ -31,6 +32,7 @@ SWITCHES: dict[str, str] = {
     ALIASED_SAVE: "save syncs functional aliases first and never donates buffers",
     WAIT_GAP: "executions are registered for wait_device_ops before launch, not by a later closure",
     PARTIAL_SYNC_DONATION: "a sync of chosen tensors donates nothing: only a full step sees every reader",
+    HOST_ALIASING: "a tensor made from a host array copies it before the device sees it",
 }
 
 _lock = threading.Lock()

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from harness.runtime import executor, functional, ir
+from harness.runtime import executor, faults, functional, ir
 
 # every storage by creation number: a dict keeps insertion order, so a step walks pending values
 # in the same order every time and records the same program (the compile-cache key)
@@ -411,7 +411,10 @@ def tensor(data: Any, requires_grad: bool = False, dtype: Any = None) -> Tensor:
         data = data.numpy()
     # a copy, always: XLA on CPU may adopt a suitably aligned host buffer without copying it, and
     # the caller writing its array afterwards must not change the tensor (as torch.tensor copies)
-    host = np.array(data, dtype=dtype)
+    if faults.active(faults.HOST_ALIASING):  # the caller's buffer goes to the device as it is
+        host = np.asarray(data, dtype=dtype)
+    else:
+        host = np.array(data, dtype=dtype)
     if dtype is None and host.dtype == np.float64:
         host = host.astype(np.float32)
     if dtype is None and host.dtype == np.int64:

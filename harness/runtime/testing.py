@@ -10,6 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
+
+import numpy as np
 
 from harness.runtime import config, executor, step, topology
 
@@ -30,3 +33,13 @@ def isolated(reset_topology: bool = False) -> Iterator[None]:
             found = topology._topology
             if reset_topology or (found is not None and found.num_slices != max(1, config.options.num_slices)):
                 topology.reset()
+
+
+def aligned_empty(shape: tuple[int, ...], dtype: Any = np.float32, alignment: int = 64) -> np.ndarray:
+    """A writeable array whose data starts on an ``alignment`` boundary, as data loaders' (pinned)
+    buffers do. XLA's CPU client adopts such a buffer instead of copying it, so a check of host
+    copies needs one: numpy's own allocations are 64-byte aligned only by chance."""
+    size = int(np.prod(shape)) * np.dtype(dtype).itemsize
+    raw = np.empty(size + alignment, np.uint8)
+    offset = (-raw.ctypes.data) % alignment
+    return raw[offset : offset + size].view(dtype).reshape(shape)

@@ -148,8 +148,8 @@ def cmd_repro(args: argparse.Namespace) -> int:
 
         if args.runtime == "reference":
             raise UsageError("--release names a release of a real runtime: add --runtime torch_xla")
-        if args.runtime not in releases.RELEASED_RUNTIMES:
-            known = ", ".join(("reference", *releases.RELEASED_RUNTIMES))
+        if args.runtime not in releases.UPSTREAM_RUNTIMES:
+            known = ", ".join(("reference", *releases.UPSTREAM_RUNTIMES))
             raise UsageError(f"unknown runtime {args.runtime!r}; known: {known}")
         return releases.repro(args)
     try:

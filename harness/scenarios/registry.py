@@ -15,6 +15,7 @@ MODULES = (
     "harness.scenarios.aliased_save",
     "harness.scenarios.wait_gap",
     "harness.scenarios.partial_sync",
+    "harness.scenarios.host_aliasing",
 )
 
 

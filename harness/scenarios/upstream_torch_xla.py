@@ -83,6 +83,7 @@ class Reproducer:
     env: dict[str, str] = field(default_factory=dict)  # PyTorch/XLA flags, set before import
     signatures: tuple[Signature, ...] = ()
     crashes: tuple[CrashSignature, ...] = ()
+    runtime: str = RUNTIME  # the distribution whose version the outcome is judged by
 
 
 @dataclass
@@ -584,20 +585,27 @@ REPRODUCERS: tuple[Reproducer, ...] = (
 )
 
 
-def scenarios() -> list[str]:
-    """Catalog ids with a reproducer, in catalog order."""
-    return list(dict.fromkeys(r.scenario for r in REPRODUCERS))
+def _every() -> tuple[Reproducer, ...]:
+    """PyTorch/XLA's reproducers and JAX's (``upstream_jax``: same machinery, other runtime)."""
+    from harness.scenarios import upstream_jax
+
+    return REPRODUCERS + upstream_jax.REPRODUCERS
 
 
-def reproducers(scenario: str) -> list[Reproducer]:
-    return [r for r in REPRODUCERS if r.scenario == scenario]
+def scenarios(runtime: str = RUNTIME) -> list[str]:
+    """Catalog ids with a reproducer for ``runtime``, in catalog order."""
+    return list(dict.fromkeys(r.scenario for r in _every() if r.runtime == runtime))
+
+
+def reproducers(scenario: str, runtime: str = RUNTIME) -> list[Reproducer]:
+    return [r for r in _every() if r.scenario == scenario and r.runtime == runtime]
 
 
 def find(scenario: str, variant: str) -> Reproducer:
-    for r in REPRODUCERS:
+    for r in _every():
         if (r.scenario, r.variant) == (scenario, variant):
             return r
-    known = ", ".join(f"{r.scenario}:{r.variant}" for r in REPRODUCERS)
+    known = ", ".join(f"{r.scenario}:{r.variant}" for r in _every())
     raise KeyError(f"no upstream reproducer {scenario}:{variant} (known: {known})")
 
 
@@ -606,6 +614,10 @@ def child_environment(rep: Reproducer, base: dict[str, str] | None = None) -> di
     """The variant's environment: PyTorch/XLA on CPU with ``CPU_DEVICES`` devices unless the
     caller chose a device (``PJRT_DEVICE``), plus the variant's own flags."""
     env = dict(os.environ if base is None else base)
+    if rep.runtime != RUNTIME:  # JAX: only the variant's own flags
+        env.update(rep.env)
+        env["PYTHONUNBUFFERED"] = "1"
+        return env
     if not env.get("PJRT_DEVICE"):
         env["PJRT_DEVICE"] = "CPU"
     if env["PJRT_DEVICE"] == "CPU":
@@ -617,10 +629,8 @@ def child_environment(rep: Reproducer, base: dict[str, str] | None = None) -> di
 
 def command_line(rep: Reproducer, python: str) -> str:
     flags = " ".join(f"{k}={v}" for k, v in sorted(rep.env.items()))
-    return (f"{flags} " if flags else "") + (
-        f"PJRT_DEVICE=CPU CPU_NUM_DEVICES={CPU_DEVICES} {python} -m {__name__} "
-        f"{rep.scenario} {rep.variant}"
-    )
+    device = f"PJRT_DEVICE=CPU CPU_NUM_DEVICES={CPU_DEVICES} " if rep.runtime == RUNTIME else ""
+    return (f"{flags} " if flags else "") + f"{device}{python} -m {__name__} {rep.scenario} {rep.variant}"
 
 
 def run_variant(rep: Reproducer, python: str | None = None, timeout: float = DEFAULT_TIMEOUT) -> VariantOutcome:
@@ -710,11 +720,11 @@ def _one_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}"[:600]
 
 
-_RELEASE_LINE = "xharness-upstream: torch_xla "
+_RELEASE_LINE = "xharness-upstream: "  # then the runtime and its release
 
 
 def _release_from(stderr: str) -> str:
-    match = re.search(re.escape(_RELEASE_LINE) + r"(\S+)", stderr)
+    match = re.search(re.escape(_RELEASE_LINE) + r"\S+ (\S+)", stderr)
     return match.group(1) if match else ""
 
 
@@ -747,13 +757,13 @@ def child_main(argv: list[str] | None = None) -> int:
         faulthandler.dump_traceback_later(args.timeout - min(10.0, args.timeout / 4), exit=False)
     rep = find(args.scenario, args.variant)
     versions = _versions()
-    release = versions.get("torch_xla", "")
+    release = versions.get(rep.runtime, "")
     # on stderr first, so that a process that dies still says which release it ran
-    print(f"{_RELEASE_LINE}{release or '(not installed)'}", file=sys.stderr, flush=True)
+    print(f"{_RELEASE_LINE}{rep.runtime} {release or '(not installed)'}", file=sys.stderr, flush=True)
     result = VariantOutcome(rep.scenario, rep.variant, PASSED, release=release, versions=versions)
     if not release:
         result.outcome, result.machine_skip = SKIPPED, True
-        result.error = f"torch_xla is not installed in {sys.executable}"
+        result.error = f"{rep.runtime} is not installed in {sys.executable}"
     else:
         os.environ.update(rep.env)
         try:

@@ -64,3 +64,26 @@ def test_a_second_jax_distributed_initialize_is_a_clear_error_not_a_hang() -> No
     # cell), "must be called before any JAX calls"; before that, "should only be called once"
     assert isinstance(error, RuntimeError), repr(error)
     assert "only be called once" in str(error) or "must be called before any JAX calls" in str(error), repr(error)
+
+
+def test_host_aliasing_reproduces_on_jax_as_the_table_expects() -> None:
+    """The catalog's JAX trigger (jax-ml/jax#37830) in fresh processes of this interpreter."""
+    import json
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "HARNESS_"))}
+    proc = subprocess.run(
+        [sys.executable, "-m", "harness.cli", "repro", "host-aliasing", "--runtime", "jax", "--json"],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    run = json.loads(proc.stdout)
+    assert run["runtime"] == "jax" and run["outcome"] == "reproduced" and run["verdict"] == "as-expected"
+    assert {v["variant"] for v in run["variants"]} == {"device-put", "device-put-may-alias-false"}
+    assert all(v["signature"] == "aliased-host-buffer" for v in run["variants"])
+
+
+def test_jax_has_no_releases_to_install() -> None:
+    from harness import cli
+
+    assert cli.main(["repro", "host-aliasing", "--runtime", "jax", "--release", "0.4.30"]) == cli.EXIT_USAGE
+    assert cli.main(["repro", "aliased-save", "--runtime", "jax"]) == cli.EXIT_USAGE

@@ -18,7 +18,9 @@ def test_list_json_names_every_scenario(capsys) -> None:
     assert [r["id"] for r in records] == [s.id for s in registry.all_scenarios()]
     for r in records:
         assert r["upstream"] and r["signatures"] and r["fault"] in r["id"]
-        assert all(link.startswith("https://github.com/pytorch/xla/issues/") for link in r["links"])
+        repos = {ref.split("#")[0] for ref in r["upstream"]}
+        assert len(r["links"]) == len(r["upstream"])
+        assert all(any(link.startswith(f"https://github.com/{repo}/issues/") for repo in repos) for link in r["links"])
 
 
 def test_unknown_scenario_is_a_usage_error(capsys) -> None:

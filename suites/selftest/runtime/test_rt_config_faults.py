@@ -34,6 +34,7 @@ def test_every_switch_is_off_by_default() -> None:
         "aliased-save",
         "wait-gap",
         "partial-sync-donation",
+        "host-aliasing",
     }
     assert faults.enabled() == frozenset()
 
