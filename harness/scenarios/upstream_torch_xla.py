@@ -193,10 +193,10 @@ def detach_add_read() -> None:
         )
 
 
-def save_after_inplace() -> None:
-    """Issue #8422 / the test PR #8484 added: ``t2 = t0 + t1; t1.add_(1); xm.save(t1, devnull);
-    mark_step; t2 == 3``. The save's sync behaved like a step marker and donated ``t1``'s old
-    buffer although the pending ``t2`` still read it ("buffer with shape ... is deleted")."""
+def _inplace_then_sync(sync: Callable[[Any], None], what: str) -> None:
+    """``t2 = t0 + t1; t1.add_(1)``, then ``sync(t1)``, then a step: ``t2`` must read 3. A sync
+    of ``t1`` alone that behaves like a step marker donates ``t1``'s old buffer although the
+    pending ``t2`` still reads it ("buffer with shape ... is deleted")."""
     import torch
     import torch_xla.core.xla_model as xm
 
@@ -206,11 +206,18 @@ def save_after_inplace() -> None:
     xm.mark_step()
     t2 = t0 + t1
     t1.add_(1)
-    xm.save(t1, os.devnull)
+    sync(t1)
     xm.mark_step()
     value = int(t2.cpu().item())
     if value != 3:
-        raise StaleValue(f"stale value: t2 = t0 + t1 read {value} after the save, expected 3")
+        raise StaleValue(f"stale value: t2 = t0 + t1 read {value} after {what}, expected 3")
+
+
+def save_after_inplace() -> None:
+    """Issue #8422 / the test PR #8484 added: the sync is ``xm.save(t1, devnull)``."""
+    import torch_xla.core.xla_model as xm
+
+    _inplace_then_sync(lambda t1: xm.save(t1, os.devnull), "the save")
 
 
 # ------------------------------------------------------------------------------ partial-sync-donation
@@ -218,20 +225,9 @@ def unlazy_after_inplace() -> None:
     """The #8422 sequence with ``xm.unlazy([t1])`` where the issue had ``xm.save(t1)``: #8484
     changed the save, not the sync underneath, so unlazy still donates ``t1``'s old buffer
     while the pending ``t2`` reads it."""
-    import torch
     import torch_xla.core.xla_model as xm
 
-    device = xm.xla_device()
-    t0 = torch.tensor([1], device=device)
-    t1 = torch.tensor([2], device=device)
-    xm.mark_step()
-    t2 = t0 + t1
-    t1.add_(1)
-    xm.unlazy([t1])
-    xm.mark_step()
-    value = int(t2.cpu().item())
-    if value != 3:
-        raise StaleValue(f"stale value: t2 = t0 + t1 read {value} after unlazy([t1]), expected 3")
+    _inplace_then_sync(lambda t1: xm.unlazy([t1]), "unlazy([t1])")
 
 
 def unlazy_derived_read() -> None:
