@@ -24,6 +24,7 @@ import numpy as np
 from harness.runtime.errors import ShardingLostError
 
 IN = "in"  # program entry of a device-data input
+SCALAR = "scalar"  # program entry of a Python scalar: element of a packed scalar input
 
 
 class Aval(tuple):
@@ -46,7 +47,9 @@ class Aval(tuple):
 class Node:
     """One recorded operation (or a device-data leaf when ``data`` is set)."""
 
-    __slots__ = ("op", "operands", "attrs", "aval", "data", "leaf", "origin", "folded", "sharding", "__weakref__")
+    __slots__ = (
+        "op", "operands", "attrs", "aval", "data", "leaf", "origin", "folded", "sharding", "kind", "__weakref__",
+    )
 
     def __init__(
         self,
@@ -70,6 +73,7 @@ class Node:
                 self.folded = True
                 break
         self.sharding = sharding  # only custom_sharding nodes carry one
+        self.kind: int | None = None  # (op, attrs) interned by the graph walk (``executor``)
         if aval is None:  # a list comprehension: a generator costs more than the whole lookup
             aval = infer_aval(op, attrs, tuple([o.aval for o in operands]))
         self.aval = aval
@@ -90,6 +94,30 @@ def const(value: Any, dtype: np.dtype) -> Node:
     """A scalar constant. Its attribute is the value's bytes, so the compile-cache key tells
     ``0.0`` from ``-0.0`` and a NaN equals itself (Python's ``==`` does neither)."""
     return Node("const", attrs=(np.asarray(value, dtype=dtype).tobytes(), np.dtype(dtype)))
+
+
+class Scalar(Node):
+    """A Python scalar operand. Its value is no part of the program: at a sync the values of all
+    the graph's scalars of one dtype travel together as one device-data input (a vector), and the
+    node's program entry reads its element (see ``executor.build_graph``). A value that changes
+    every step (a learning-rate schedule, a loss scale, a step counter) therefore changes an
+    input, not the program, as PyTorch/XLA's scalars are device data rather than constants."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any, dtype: np.dtype) -> None:
+        Node.__init__(self, SCALAR, (), (dtype,), aval=_scalar_aval(dtype))
+        self.value = value
+
+
+_scalar_avals: dict[np.dtype, Aval] = {}
+
+
+def _scalar_aval(dtype: np.dtype) -> Aval:
+    aval = _scalar_avals.get(dtype)
+    if aval is None:
+        aval = _scalar_avals[dtype] = Aval((), dtype)
+    return aval
 
 
 # --------------------------------------------------------------------------- index attributes
@@ -224,6 +252,9 @@ def evaluate(
         if op == IN:
             vals.append(args[entry[1]])
             continue
+        if op == SCALAR:  # (SCALAR, (input index, element), (), None)
+            vals.append(args[entry[1][0]][entry[1][1]])
+            continue
         _, attrs, operands, sharding = entry
         if op == "vjp":
             vals.append(_lower_vjp(program, args, operands, vals))
@@ -243,7 +274,7 @@ def _dependents(program: Program, overrides: dict[int, Any], end: int) -> set[in
     dep = set(overrides)
     for pos in range(end):
         entry = program[pos]
-        if entry[0] != IN and any(i in dep for i in entry[2]):
+        if entry[0] != IN and entry[0] != SCALAR and any(i in dep for i in entry[2]):
             dep.add(pos)
     return dep
 

@@ -196,7 +196,7 @@ class Tensor:
         if isinstance(other, Tensor):
             return other._operand()
         if isinstance(other, bool | numbers.Number | np.generic):
-            return ir.const(other, scalar_dtype(self.dtype, other))
+            return scalar(other, scalar_dtype(self.dtype, other))
         return tensor(other)._operand()
 
     def _unary(self, op: str, attrs: tuple = ()) -> Tensor:
@@ -368,7 +368,7 @@ class Tensor:
         return self._write(ir.const(0, self.dtype))
 
     def fill_(self, value: Any) -> Tensor:
-        return self._write(ir.const(value, self.dtype))
+        return self._write(scalar(value, self.dtype))
 
     # ------------------------------------------------------------------ device placement
 
@@ -451,11 +451,19 @@ def scalar_dtype(tensor_dtype: np.dtype, value: Any) -> np.dtype:
     return np.dtype(np.int32) if tensor_dtype == np.bool_ else tensor_dtype
 
 
+def scalar(value: Any, dtype: np.dtype) -> ir.Node:
+    """A Python scalar as an operand: a program input, not a constant (``ir.Scalar``), so that a
+    value changing every step does not change the program. Every value is an input, 0 and 1
+    included (PyTorch/XLA keeps those two as constants, so a schedule passing through 1.0 compiles
+    again there); only an op that fixes its own constant (``zero_``) records one."""
+    return ir.Scalar(value, dtype)
+
+
 def where(cond: Tensor, x: Any, y: Any) -> Tensor:
     like = x if isinstance(x, Tensor) else y if isinstance(y, Tensor) else None
     if like is None:  # two scalars: their own common kind, never the condition's bool
         dtype = scalar_dtype(scalar_dtype(np.dtype(np.bool_), x), y)
-        nodes = (cond._operand(), ir.const(x, dtype), ir.const(y, dtype))
+        nodes = (cond._operand(), scalar(x, dtype), scalar(y, dtype))
     else:
         nodes = (cond._operand(), like._lift(x), like._lift(y))
     grad = any(isinstance(v, Tensor) and v.requires_grad for v in (x, y))
