@@ -8,11 +8,52 @@ cannot know which pending graphs still read the old buffers (upstream issue #842
 
 from __future__ import annotations
 
+import threading
+import weakref
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from harness import sched
 from harness.runtime import config, executor, faults, ir
-from harness.runtime.tensor import Storage, Tensor, _live, _live_lock, live_storages
+
+if TYPE_CHECKING:  # ``tensor`` builds on this module; only the type checker looks back
+    from harness.runtime.tensor import Storage, Tensor
+
+# Every storage, weakly, in creation order (PyTorch/XLA's device context tracks its tensors the
+# same way): a step walks pending values in the same order every time and records the same
+# program, the compile-cache key. Plain weak references without callbacks cost little to make;
+# the dead ones are dropped when the list is read, or when it has doubled since the last prune.
+_live: list[weakref.ReferenceType[Storage]] = []
+_live_lock = threading.Lock()
+_prune_at = 4096
+
+
+def track(storage: Storage) -> None:
+    """Register a new storage (``Storage.__init__``)."""
+    with _live_lock:
+        _live.append(weakref.ref(storage))
+        if len(_live) >= _prune_at:
+            _prune()
+
+
+def _prune() -> list[Storage]:
+    """Drop dead references (the caller holds ``_live_lock``); returns the live storages."""
+    global _prune_at
+    alive: list[Storage] = []
+    refs: list[weakref.ReferenceType[Storage]] = []
+    for ref in _live:
+        storage = ref()
+        if storage is not None:
+            alive.append(storage)
+            refs.append(ref)
+    _live[:] = refs
+    _prune_at = max(4096, 2 * len(refs))
+    return alive
+
+
+def live_storages() -> list[Storage]:
+    with _live_lock:
+        return _prune()
 
 # a scheduler-aware lock: it is held across ``execute`` and its submission to the executor thread,
 # which are schedule points, and a plain lock held there would hide a waiting thread's turn
@@ -89,10 +130,8 @@ def forget_pending() -> int:
     """Stop tracking every pending value, so that a graph that failed (a reproduced bug) does not
     fail every later ``mark_step`` of the process. Returns how many were dropped; reading one of
     them later still syncs it on its own."""
-    dropped = 0
     with _live_lock:
-        for storage in list(_live.values()):
-            if storage.pending:
-                _live.pop(storage.id, None)
-                dropped += 1
-    return dropped
+        alive = _prune()
+        kept = [weakref.ref(s) for s in alive if not s.pending]
+        _live[:] = kept
+    return len(alive) - len(kept)

@@ -9,35 +9,21 @@ step boundary (``mark_step``) or a read (``numpy()``). Every storage is tracked 
 from __future__ import annotations
 
 import functools
-import itertools
 import numbers
-import threading
 import weakref
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
 
-from harness.runtime import executor, functional, ir
-
-# every storage by creation number: a dict keeps insertion order, so a step walks pending values
-# in the same order every time and records the same program (the compile-cache key)
-_live: weakref.WeakValueDictionary[int, Storage] = weakref.WeakValueDictionary()
-_live_lock = threading.Lock()
-_next_id = itertools.count()
-
-
-def live_storages() -> list[Storage]:
-    with _live_lock:
-        return list(_live.values())
+from harness.runtime import autograd, executor, functional, ir, step
 
 
 class Storage:
     """The base value shared by a tensor and all its aliases."""
 
     __slots__ = (
-        "node", "version", "synced_from", "sharding", "base_data", "requires_grad", "grad_dep", "owner", "id",
-        "__weakref__",
+        "node", "version", "synced_from", "sharding", "base_data", "requires_grad", "grad_dep", "owner", "__weakref__",
     )
 
     def __init__(self, node: ir.Node) -> None:
@@ -49,9 +35,7 @@ class Storage:
         self.requires_grad = False  # a leaf whose gradient is wanted (a parameter)
         self.grad_dep = False  # a value computed from such leaves: keeps its IR through a sync
         self.owner: weakref.ReferenceType[Tensor] | None = None
-        self.id = next(_next_id)
-        with _live_lock:
-            _live[self.id] = self
+        step.track(self)  # every storage is seen by ``mark_step`` while it lives
 
     @property
     def pending(self) -> bool:
@@ -163,8 +147,6 @@ class Tensor:
 
     def numpy(self) -> np.ndarray:
         """The value on the host: syncs this tensor's storage if it is pending."""
-        from harness.runtime import step
-
         st = self._storage
         if st.pending:
             step.sync([self], wait=True, donate=False)
@@ -379,9 +361,18 @@ class Tensor:
     # ------------------------------------------------------------------ autograd
 
     def backward(self) -> None:
-        from harness.runtime import autograd
-
-        autograd.backward(self)
+        """Each parameter reachable from this scalar loss gets its gradient in ``.grad`` (set, or
+        added to the one already there)."""
+        if self.shape != ():
+            raise ValueError(f"backward() needs a scalar loss, got shape {self.shape}")
+        if not self.requires_grad:
+            raise RuntimeError("backward(): the loss does not depend on any tensor with requires_grad=True")
+        for storage, grad in autograd.gradients(self.node):
+            owner = storage.owner() if storage.owner is not None else None
+            if owner is None:
+                continue
+            g = Tensor._from_node(grad)
+            owner.grad = g if owner.grad is None else owner.grad + g
 
 
 _FLOAT32 = np.dtype(np.float32)
