@@ -214,6 +214,21 @@ def to_host(data: DeviceData) -> np.ndarray:
     return np.asarray(multihost_utils.process_allgather(array, tiled=True))
 
 
+def device_bytes(array: jax.Array) -> int:
+    """Bytes ``array`` occupies on this process' devices (a replicated value counts once per
+    device), from its layout: reading its shards would create arrays of their own."""
+    if array.is_deleted():
+        return 0
+    sharding = array.sharding
+    shard = int(np.prod(sharding.shard_shape(array.shape), dtype=np.int64)) * array.dtype.itemsize
+    return shard * len(sharding.addressable_devices)
+
+
+def live_device_bytes() -> int:
+    """Bytes of every live (not deleted) JAX array of the process on its devices, whoever holds it."""
+    return sum(device_bytes(a) for a in jax.live_arrays())
+
+
 # --------------------------------------------------------------------------- graphs and the cache
 
 
@@ -627,6 +642,9 @@ class _Worker:
                 job()
             finally:
                 done.set()
+            # the finished execution's inputs and outputs must not live on in this frame while
+            # it waits for the next one (a value nothing else holds would stay on the device)
+            job = done = None
 
     def shutdown(self) -> None:
         """Drain and stop the thread before the interpreter tears JAX down under it; then let
