@@ -32,6 +32,7 @@ import os
 import threading
 import time
 import warnings
+import weakref
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -44,6 +45,7 @@ from jax.sharding import NamedSharding, PartitionSpec
 from harness import sched
 from harness.runtime import config, faults, ir, topology
 from harness.runtime.errors import DonatedBufferError, PlaceholderAccessError
+from harness.sched import points as sched_points
 
 # Donation is requested for every updated parameter; when XLA cannot reuse a buffer in place the
 # array is still deleted (the semantics tests rely on), so the advisory warning is only noise.
@@ -241,18 +243,7 @@ class Graph:
     root_positions: tuple[int, ...]  # program position of each requested root, in request order
 
 
-# Structure keys are made of small interned ids: an op with its attributes (and its sharding
-# annotation) is one int, a device-data input's (aval, sharding) another. The key of a whole step
-# is then a tuple of ints and int tuples, cheap to hash and to compare, where the program itself
-# (attributes, avals, shardings, nested tuples) would be hashed and compared in full every step.
-_interned: dict[Any, int] = {}
-
-
-def _intern(value: Any) -> int:
-    found = _interned.get(value)
-    if found is None:
-        found = _interned.setdefault(value, len(_interned))
-    return found
+_intern = ir.intern
 
 
 class _Walk:
@@ -274,14 +265,17 @@ class _Walk:
         input_index: dict[DeviceData, int] = {}
         scalar_inputs: dict[np.dtype, tuple[int, list[Any]]] = {}  # dtype -> (input index, values)
         SCALAR = ir.SCALAR
+        emit = keys.append
+        visit = nodes.append
         for root in roots:
             if root in position:
                 continue
             stack = [root]
+            push = stack.append
+            pop = stack.pop
             while stack:
-                node = stack[-1]
+                node = pop()
                 if node in position:
-                    stack.pop()
                     continue
                 data = node.data
                 if data is not None:
@@ -293,37 +287,35 @@ class _Walk:
                     if kid is None:
                         kid = data.kid = _intern(data.key)
                     position[node] = len(keys)
-                    keys.append((kid, k))
-                    nodes.append(node)
-                    stack.pop()
+                    emit((kid, k))
+                    visit(node)
                     continue
                 operands = node.operands
-                todo = [o for o in operands if o not in position]
-                if todo:
-                    todo.reverse()  # the first operand is walked first
-                    stack.extend(todo)
-                    continue
-                stack.pop()
-                kind = node.kind
-                if kind is None:
-                    kind = node.kind = _intern((node.op, node.attrs))
-                if node.op is SCALAR:
-                    dtype = node.attrs[0]
-                    slot = scalar_inputs.get(dtype)
-                    if slot is None:
-                        slot = scalar_inputs[dtype] = (len(inputs), [])
-                        inputs.append(None)  # the packed values, once all are known
-                    slot[1].append(node.value)
-                    position[node] = len(keys)
-                    keys.append(kind)
-                    nodes.append(node)
-                    continue
-                position[node] = len(keys)
-                if node.sharding is None:
-                    keys.append((kind, tuple([position[o] for o in operands])))
+                for o in operands:
+                    if o not in position:  # walk the operands first, the first one first
+                        push(node)
+                        for o in reversed(operands):
+                            if o not in position:
+                                push(o)
+                        break
                 else:
-                    keys.append((kind, tuple([position[o] for o in operands]), _intern(node.sharding)))
-                nodes.append(node)
+                    kind = node.kind
+                    if kind is None:
+                        kind = node.kind = _intern((node.op, node.attrs))
+                    position[node] = len(keys)
+                    visit(node)
+                    if node.op is SCALAR:
+                        dtype = node.attrs[0]
+                        slot = scalar_inputs.get(dtype)
+                        if slot is None:
+                            slot = scalar_inputs[dtype] = (len(inputs), [])
+                            inputs.append(None)  # the packed values, once all are known
+                        slot[1].append(node.value)
+                        emit(kind)
+                    elif node.sharding is None:
+                        emit((kind, tuple([position[o] for o in operands])))
+                    else:
+                        emit((kind, tuple([position[o] for o in operands]), _intern(node.sharding)))
         for dtype, (index, values) in scalar_inputs.items():
             inputs[index] = _scalar_input(dtype, values)
         self.key = tuple(keys)
@@ -593,6 +585,9 @@ class _Worker:
         self._queue = sched.SimpleQueue(name="executions")
         self._lock = sched.Lock(name="executor")
         self._last: sched.Event | None = None
+        # the last execution submitted (``run_here``), weakly: a finished one must not keep its
+        # inputs and outputs alive
+        self._last_job: weakref.ReferenceType[_Execution] | None = None
         self._thread: sched.Thread | None = None
         self._failure: BaseException | None = None  # the first failed execution since the last wait
         self._interrupted: list[_Execution] = []  # cut short by a torn-down run, to settle after it
@@ -628,9 +623,35 @@ class _Worker:
                 thread = sched.Thread(target=self._loop, name="harness-executor", daemon=True)
                 self._thread = thread
                 thread.start()
+            if isinstance(job, _Execution):
+                job.done, job.after = done, self._last
+                self._last_job = weakref.ref(job)
             self._last = done
             self._queue.put((job, done))
         return done
+
+    def run_here(self) -> None:
+        """The caller is about to wait for everything submitted: if the last execution has not
+        started and everything before it has finished, run it on the caller's thread instead of
+        waking the executor thread and sleeping until it is done (two thread switches a step).
+
+        Same order, same effects: the execution is claimed by exactly one thread, and the
+        executor thread, finding it claimed, waits for it to end before taking the next one. Only
+        outside a controlled (or stressed) run, where the scheduler decides which thread runs
+        each execution."""
+        ref = self._last_job
+        job = ref() if ref is not None else None
+        if job is None or sched_points.active() is not None or job.done is None or job.done.is_set():
+            return
+        if job.after is not None and not job.after.is_set():
+            return
+        if job.claim():
+            try:
+                job()
+            finally:
+                job.done.set()
+                if not job.late:  # the queue still holds it until the executor thread skips it
+                    job.inputs = job.outputs = []
 
     def _loop(self) -> None:
         while True:
@@ -638,6 +659,10 @@ class _Worker:
             if job is None:  # shutdown
                 done.set()
                 return
+            if isinstance(job, _Execution) and not job.claim():  # a waiting caller runs it
+                done.wait()
+                job = done = None
+                continue
             try:
                 job()
             finally:
@@ -670,6 +695,7 @@ class _Worker:
             self._queue = sched.SimpleQueue(name="executions")
             self._thread = None
             self._last = None
+            self._last_job = None
 
     def stop(self) -> None:
         """After a controlled run: stop the thread. What a torn-down run left queued never runs
@@ -690,6 +716,7 @@ class _Worker:
 
     def wait_all(self, raise_errors: bool = True) -> None:
         sched.point("wait_device_ops")
+        self.run_here()
         last = self._last
         if last is not None and not last.is_set():
             last.wait()
@@ -700,6 +727,7 @@ class _Worker:
             raise failure
 
 
+_claim_lock = threading.Lock()  # plain: held for two reads and a write, never across a point
 _worker = _Worker()
 atexit.register(_worker.shutdown)
 sched.on_activate(_worker.restart)
@@ -709,7 +737,10 @@ sched.on_deactivate(_worker.stop)
 class _Execution:
     """One launched graph: what the executor thread runs for it."""
 
-    __slots__ = ("exe", "inputs", "outputs", "moved_in", "moved_out", "delay", "late", "tracked")
+    __slots__ = (
+        "exe", "inputs", "outputs", "moved_in", "moved_out", "delay", "late", "tracked", "done", "after", "claimed",
+        "__weakref__",
+    )
 
     def __init__(
         self,
@@ -728,6 +759,17 @@ class _Execution:
         # v2.1's order: the execution is registered by a closure after dispatch (``wait-gap``)
         self.late = faults.active(faults.WAIT_GAP)
         self.tracked = False
+        self.done: sched.Event | None = None  # set once it has run (``_Worker.submit``)
+        self.after: sched.Event | None = None  # the previous execution's ``done``
+        self.claimed = False
+
+    def claim(self) -> bool:
+        """Whether the calling thread is the one to run this execution (the first to ask)."""
+        with _claim_lock:
+            if self.claimed:
+                return False
+            self.claimed = True
+            return True
 
     def track(self) -> None:
         _operations.start()
@@ -848,6 +890,7 @@ def execute(
         _worker.interrupted(job)
         raise
     if wait:
+        _worker.run_here()
         done.wait()
         failed = next((o._error for o in outputs if o._error is not None), None)
         if failed is not None:  # this execution's own failure, reported here and not again

@@ -73,10 +73,17 @@ class Node:
                 self.folded = True
                 break
         self.sharding = sharding  # only custom_sharding nodes carry one
-        self.kind: int | None = None  # (op, attrs) interned by the graph walk (``executor``)
         if aval is None:  # a list comprehension: a generator costs more than the whole lookup
-            aval = infer_aval(op, attrs, tuple([o.aval for o in operands]))
-        self.aval = aval
+            key = (op, attrs, tuple([o.aval for o in operands]))
+            signature = _signatures.get(key)
+            if signature is None:
+                if len(_signatures) >= 65536:  # programs of ever new shapes: bounded, as before
+                    _signatures.clear()
+                signature = _signatures[key] = (infer_aval(op, attrs, key[2]), intern((op, attrs)))
+            self.aval, self.kind = signature
+        else:
+            self.aval = aval
+            self.kind = None  # (op, attrs) interned: the graph walk fills it in when it needs it
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -88,6 +95,21 @@ class Node:
 
     def __repr__(self) -> str:
         return f"Node({self.op}, shape={self.aval[0] if isinstance(self.aval, Aval) else '...'})"
+
+
+# Small ints standing for hashable values (an op with its attributes, an input's aval and
+# layout): the graph walk builds a step's structure key from them, a tuple of ints that is cheap
+# to hash and to compare, where the program itself would be hashed and compared in full.
+_interned: dict[Any, int] = {}
+# (op, attrs, operand avals) -> (aval, interned (op, attrs)): one lookup per recorded op
+_signatures: dict[tuple, tuple[Any, int]] = {}
+
+
+def intern(value: Any) -> int:
+    found = _interned.get(value)
+    if found is None:
+        found = _interned.setdefault(value, len(_interned))
+    return found
 
 
 def const(value: Any, dtype: np.dtype) -> Node:
@@ -106,18 +128,20 @@ class Scalar(Node):
     __slots__ = ("value",)
 
     def __init__(self, value: Any, dtype: np.dtype) -> None:
-        Node.__init__(self, SCALAR, (), (dtype,), aval=_scalar_aval(dtype))
+        aval, kind = _scalar_signature(dtype)
+        Node.__init__(self, SCALAR, (), (dtype,), aval=aval)
+        self.kind = kind
         self.value = value
 
 
-_scalar_avals: dict[np.dtype, Aval] = {}
+_scalar_signatures: dict[np.dtype, tuple[Aval, int]] = {}
 
 
-def _scalar_aval(dtype: np.dtype) -> Aval:
-    aval = _scalar_avals.get(dtype)
-    if aval is None:
-        aval = _scalar_avals[dtype] = Aval((), dtype)
-    return aval
+def _scalar_signature(dtype: np.dtype) -> tuple[Aval, int]:
+    found = _scalar_signatures.get(dtype)
+    if found is None:
+        found = _scalar_signatures[dtype] = (Aval((), dtype), intern((SCALAR, (dtype,))))
+    return found
 
 
 # --------------------------------------------------------------------------- index attributes

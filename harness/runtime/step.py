@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 import weakref
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
 from harness import sched
@@ -23,30 +23,35 @@ if TYPE_CHECKING:  # ``tensor`` builds on this module; only the type checker loo
 # same way): a step walks pending values in the same order every time and records the same
 # program, the compile-cache key. Plain weak references without callbacks cost little to make;
 # the dead ones are dropped when the list is read, or when it has doubled since the last prune.
+# Appending takes no lock (``list.append`` is atomic); a prune rewrites only the prefix it read,
+# in one slice assignment, so a storage registered meanwhile by another thread is kept.
 _live: list[weakref.ReferenceType[Storage]] = []
-_live_lock = threading.Lock()
+_live_append = _live.append
+_live_lock = threading.Lock()  # one prune at a time
 _prune_at = 4096
 
 
 def track(storage: Storage) -> None:
     """Register a new storage (``Storage.__init__``)."""
-    with _live_lock:
-        _live.append(weakref.ref(storage))
-        if len(_live) >= _prune_at:
+    _live_append(weakref.ref(storage))
+    if len(_live) >= _prune_at:
+        with _live_lock:
             _prune()
 
 
-def _prune() -> list[Storage]:
-    """Drop dead references (the caller holds ``_live_lock``); returns the live storages."""
+def _prune(keep: Callable[[Storage], bool] | None = None) -> list[Storage]:
+    """Drop dead references, and live ones ``keep`` refuses (the caller holds ``_live_lock``);
+    returns the live storages kept."""
     global _prune_at
+    n = len(_live)
     alive: list[Storage] = []
     refs: list[weakref.ReferenceType[Storage]] = []
-    for ref in _live:
+    for ref in _live[:n]:
         storage = ref()
-        if storage is not None:
+        if storage is not None and (keep is None or keep(storage)):
             alive.append(storage)
             refs.append(ref)
-    _live[:] = refs
+    _live[:n] = refs
     _prune_at = max(4096, 2 * len(refs))
     return alive
 
@@ -130,8 +135,13 @@ def forget_pending() -> int:
     """Stop tracking every pending value, so that a graph that failed (a reproduced bug) does not
     fail every later ``mark_step`` of the process. Returns how many were dropped; reading one of
     them later still syncs it on its own."""
+    dropped = 0
+
+    def keep(storage: Storage) -> bool:
+        nonlocal dropped
+        dropped += storage.pending
+        return not storage.pending
+
     with _live_lock:
-        alive = _prune()
-        kept = [weakref.ref(s) for s in alive if not s.pending]
-        _live[:] = kept
-    return len(alive) - len(kept)
+        _prune(keep)
+    return dropped

@@ -93,9 +93,19 @@ class Tensor:
 
     @staticmethod
     def _from_node(node: ir.Node, requires_grad: bool = False) -> Tensor:
+        """A new tensor over a new storage holding ``node``: what every recorded op returns, so
+        it sets the fields directly rather than going through ``__init__``."""
         storage = Storage(node)
         storage.grad_dep = requires_grad
-        return Tensor(storage, requires_grad=requires_grad)
+        t = _new_tensor(Tensor)
+        t._storage = storage
+        t._views = ()
+        t._node = node
+        t._version = 0
+        t.requires_grad = requires_grad
+        t.grad = None
+        t._detached = False
+        return t
 
     def _alias(self, step: functional.ViewStep, detached: bool | None = None) -> Tensor:
         return Tensor(
@@ -117,7 +127,11 @@ class Tensor:
         return self._node
 
     def _operand(self) -> ir.Node:
-        node = self.node
+        st = self._storage
+        if self._version != st.version:
+            self._node = functional.read(st.node, self._views)
+            self._version = st.version
+        node = self._node
         return ir.Node("stop_gradient", (node,)) if self._detached else node
 
     @property
@@ -185,10 +199,15 @@ class Tensor:
         return Tensor._from_node(ir.Node(op, (self._operand(),), attrs), self.requires_grad)
 
     def _binary(self, op: str, other: Any, reverse: bool = False) -> Tensor:
-        a, b = self._operand(), self._lift(other)
+        a = self._operand()
+        if isinstance(other, Tensor):
+            b = other._operand()
+            grad = self.requires_grad or other.requires_grad
+        else:
+            b = self._lift(other)
+            grad = self.requires_grad
         if reverse:
             a, b = b, a
-        grad = self.requires_grad or (isinstance(other, Tensor) and other.requires_grad)
         return Tensor._from_node(ir.Node(op, (a, b)), grad)
 
     def __add__(self, o: Any) -> Tensor: return self._binary("add", o)
@@ -376,6 +395,7 @@ class Tensor:
 
 
 _FLOAT32 = np.dtype(np.float32)
+_new_tensor = object.__new__
 
 
 @functools.lru_cache(maxsize=64)
