@@ -127,20 +127,26 @@ class Scalar(Node):
 
     __slots__ = ("value",)
 
-    def __init__(self, value: Any, dtype: np.dtype) -> None:
-        aval, kind = _scalar_signature(dtype)
-        Node.__init__(self, SCALAR, (), (dtype,), aval=aval)
-        self.kind = kind
+    def __init__(self, value: Any, dtype: np.dtype) -> None:  # every field set here: one per operand
+        signature = _scalar_signatures.get(dtype)
+        if signature is None:
+            signature = _scalar_signature(dtype)
+        self.aval, self.kind, self.attrs = signature
+        self.op = SCALAR
+        self.operands = ()
+        self.data = self.leaf = self.origin = self.sharding = None
+        self.folded = False
         self.value = value
 
 
-_scalar_signatures: dict[np.dtype, tuple[Aval, int]] = {}
+_scalar_signatures: dict[np.dtype, tuple[Aval, int, tuple]] = {}
 
 
-def _scalar_signature(dtype: np.dtype) -> tuple[Aval, int]:
+def _scalar_signature(dtype: np.dtype) -> tuple[Aval, int, tuple]:
     found = _scalar_signatures.get(dtype)
     if found is None:
-        found = _scalar_signatures[dtype] = (Aval((), dtype), intern((SCALAR, (dtype,))))
+        attrs = (np.dtype(dtype),)
+        found = _scalar_signatures[dtype] = (Aval((), dtype), intern((SCALAR, attrs)), attrs)
     return found
 
 

@@ -191,6 +191,9 @@ class Tensor:
     def _lift(self, other: Any) -> ir.Node:
         if isinstance(other, Tensor):
             return other._operand()
+        if type(other) is float:  # the common scalar, without the general dtype rules below
+            dtype = self.node.aval[1]
+            return ir.Scalar(other, dtype if _is_floating(dtype) else _FLOAT32)
         if isinstance(other, bool | numbers.Number | np.generic):
             return scalar(other, scalar_dtype(self.dtype, other))
         return tensor(other)._operand()
@@ -318,7 +321,7 @@ class Tensor:
 
     @property
     def T(self) -> Tensor:  # noqa: N802 - the conventional name
-        return self.permute(*reversed(range(self.ndim)))
+        return self._alias(("transpose", (tuple(range(len(self.shape) - 1, -1, -1)),)))
 
     def t(self) -> Tensor:
         return self.T
