@@ -470,6 +470,8 @@ def scalar(value: Any, dtype: np.dtype) -> ir.Node:
     value changing every step does not change the program. Every value is an input, 0 and 1
     included (PyTorch/XLA keeps those two as constants, so a schedule passing through 1.0 compiles
     again there); only an op that fixes its own constant (``zero_``) records one."""
+    if type(value) is not float:  # a value the dtype cannot hold fails here, not at the step
+        np.asarray(value, dtype=dtype)
     return ir.Scalar(value, dtype)
 
 
