@@ -13,11 +13,15 @@ unfolds such values back into that IR, so logging the loss first does not cut th
 
 from __future__ import annotations
 
+from typing import Any
+
 from harness.runtime import ir
-from harness.runtime.tensor import Storage, Tensor
+
+# This module sees nodes and the storages their ``leaf`` references point to, never tensors:
+# ``tensor`` builds on it (``Tensor.backward``), not the other way round.
 
 
-def _leaf_storage(node: ir.Node) -> Storage | None:
+def _leaf_storage(node: ir.Node) -> Any:
     storage = node.leaf() if node.leaf is not None else None
     return storage if storage is not None and storage.requires_grad else None
 
@@ -74,12 +78,10 @@ def _grad_leaves(root: ir.Node) -> list[ir.Node]:
     return leaves
 
 
-def backward(loss: Tensor) -> None:
-    if loss.shape != ():
-        raise ValueError(f"backward() needs a scalar loss, got shape {loss.shape}")
-    if not loss.requires_grad:
-        raise RuntimeError("backward(): the loss does not depend on any tensor with requires_grad=True")
-    root = _unfold(loss.node)
+def gradients(loss: ir.Node) -> list[tuple[Any, ir.Node]]:
+    """For each requires-grad leaf storage reachable from the scalar ``loss``: the node of its
+    gradient, one element of a single ``vjp`` node."""
+    root = _unfold(loss)
     leaves = _grad_leaves(root)
     if not leaves:
         raise RuntimeError(
@@ -87,10 +89,4 @@ def backward(loss: Tensor) -> None:
             "(e.g. by detach()) or the tensors it came from no longer exist"
         )
     grads = ir.Node("vjp", (root, *leaves), (len(leaves),))
-    for i, leaf in enumerate(leaves):
-        storage = _leaf_storage(leaf)
-        owner = storage.owner() if storage is not None and storage.owner is not None else None
-        if owner is None:
-            continue
-        g = Tensor._from_node(ir.Node("tuple_get", (grads,), (i,)))
-        owner.grad = g if owner.grad is None else owner.grad + g
+    return [(_leaf_storage(leaf), ir.Node("tuple_get", (grads,), (i,))) for i, leaf in enumerate(leaves)]

@@ -32,6 +32,7 @@ import os
 import threading
 import time
 import warnings
+from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -57,12 +58,13 @@ def crash_mode() -> str:
 class DeviceData:
     """A (possibly sharded) device buffer, or a placeholder for one still being computed."""
 
-    __slots__ = ("aval", "sharding", "key", "_array", "_ready", "_error", "__weakref__")
+    __slots__ = ("aval", "sharding", "key", "kid", "_array", "_ready", "_error", "__weakref__")
 
     def __init__(self, aval: ir.Aval, sharding: Any, array: jax.Array | None = None) -> None:
         self.aval = aval
         self.sharding = sharding
         self.key = (ir.IN, aval, sharding)  # compile-cache description of this input
+        self.kid: int | None = None  # ``key`` interned, once a graph walk needed it
         self._array = array
         self._error: BaseException | None = None
         self._ready: sched.Event | None = None if array is not None else sched.Event(name="placeholder")
@@ -212,6 +214,21 @@ def to_host(data: DeviceData) -> np.ndarray:
     return np.asarray(multihost_utils.process_allgather(array, tiled=True))
 
 
+def device_bytes(array: jax.Array) -> int:
+    """Bytes ``array`` occupies on this process' devices (a replicated value counts once per
+    device), from its layout: reading its shards would create arrays of their own."""
+    if array.is_deleted():
+        return 0
+    sharding = array.sharding
+    shard = int(np.prod(sharding.shard_shape(array.shape), dtype=np.int64)) * array.dtype.itemsize
+    return shard * len(sharding.addressable_devices)
+
+
+def live_device_bytes() -> int:
+    """Bytes of every live (not deleted) JAX array of the process on its devices, whoever holds it."""
+    return sum(device_bytes(a) for a in jax.live_arrays())
+
+
 # --------------------------------------------------------------------------- graphs and the cache
 
 
@@ -224,47 +241,141 @@ class Graph:
     root_positions: tuple[int, ...]  # program position of each requested root, in request order
 
 
-def build_graph(roots: Sequence[ir.Node]) -> Graph:
-    """Post-order walk of the roots' IR into a hashable program (inputs deduplicated).
+_intern = ir.intern
 
-    This runs on every step, so it is written for speed: nodes themselves are the dictionary keys
-    (identity hashing, and the dict keeps them alive while their positions are in use), and a node
-    is only looked at again once all its operands have positions.
+
+class _Walk:
+    """One post-order walk of the roots' IR: everything a step needs to find its executable and
+    run it, and enough to build the program when the executable is new.
+
+    Every step records its ops and is walked in full; what is skipped on a steady step is only the
+    re-derivation of what an identical walk already derived (the program, the layouts, the
+    compiled executable), found by ``key``.
     """
-    position: dict[ir.Node, int] = {}
-    program: list[tuple] = []
-    inputs: list[DeviceData] = []
-    input_index: dict[DeviceData, int] = {}
-    IN = ir.IN
-    for root in roots:
-        if root in position:
-            continue
-        stack = [root]
-        while stack:
-            node = stack[-1]
-            if node in position:
-                stack.pop()
+
+    __slots__ = ("key", "nodes", "inputs", "root_positions", "scalar_inputs", "input_index")
+
+    def __init__(self, roots: Sequence[ir.Node]) -> None:
+        position: dict[ir.Node, int] = {}
+        keys: list[Any] = []
+        nodes: list[ir.Node] = []
+        inputs: list[Any] = []
+        input_index: dict[DeviceData, int] = {}
+        scalar_inputs: dict[np.dtype, tuple[int, list[Any]]] = {}  # dtype -> (input index, values)
+        SCALAR = ir.SCALAR
+        emit = keys.append
+        visit = nodes.append
+        for root in roots:
+            if root in position:
                 continue
+            stack = [root]
+            push = stack.append
+            pop = stack.pop
+            while stack:
+                node = pop()
+                if node in position:
+                    continue
+                data = node.data
+                if data is not None:
+                    k = input_index.get(data)
+                    if k is None:
+                        k = input_index[data] = len(inputs)
+                        inputs.append(data)
+                    kid = data.kid
+                    if kid is None:
+                        kid = data.kid = _intern(data.key)
+                    position[node] = len(keys)
+                    emit((kid, k))
+                    visit(node)
+                    continue
+                operands = node.operands
+                for o in operands:
+                    if o not in position:  # walk the operands first, the first one first
+                        push(node)
+                        for o in reversed(operands):
+                            if o not in position:
+                                push(o)
+                        break
+                else:
+                    kind = node.kind
+                    if kind is None:
+                        kind = node.kind = _intern((node.op, node.attrs))
+                    position[node] = len(keys)
+                    visit(node)
+                    if node.op is SCALAR:
+                        dtype = node.attrs[0]
+                        slot = scalar_inputs.get(dtype)
+                        if slot is None:
+                            slot = scalar_inputs[dtype] = (len(inputs), [])
+                            inputs.append(None)  # the packed values, once all are known
+                        slot[1].append(node.value)
+                        emit(kind)
+                    elif node.sharding is None:
+                        emit((kind, tuple([position[o] for o in operands])))
+                    else:
+                        emit((kind, tuple([position[o] for o in operands]), _intern(node.sharding)))
+        for dtype, (index, values) in scalar_inputs.items():
+            inputs[index] = _scalar_input(dtype, values)
+        self.key = tuple(keys)
+        self.nodes = nodes
+        self.inputs: list[DeviceData] = inputs
+        self.input_index = input_index
+        self.scalar_inputs = scalar_inputs
+        self.root_positions = tuple([position[r] for r in roots])
+
+    def program(self) -> ir.Program:
+        """The lowering program (only needed when the step's executable is new)."""
+        program: list[tuple] = []
+        position: dict[ir.Node, int] = {}
+        counts: dict[np.dtype, int] = {}
+        IN, SCALAR = ir.IN, ir.SCALAR
+        for node in self.nodes:
+            position[node] = len(program)
             data = node.data
             if data is not None:
-                k = input_index.get(data)
-                if k is None:
-                    k = input_index[data] = len(inputs)
-                    inputs.append(data)
-                position[node] = len(program)
-                program.append((IN, k, data.key))
-                stack.pop()
-                continue
-            operands = node.operands
-            todo = [o for o in operands if o not in position]
-            if todo:
-                todo.reverse()  # the first operand is walked first
-                stack.extend(todo)
-                continue
-            stack.pop()
-            position[node] = len(program)
-            program.append((node.op, node.attrs, tuple([position[o] for o in operands]), node.sharding))
-    return Graph(tuple(program), inputs, tuple([position[r] for r in roots]))
+                program.append((IN, self.input_index[data], data.key))
+            elif node.op is SCALAR:
+                dtype = node.attrs[0]
+                k = counts.get(dtype, 0)
+                counts[dtype] = k + 1
+                program.append((SCALAR, (self.scalar_inputs[dtype][0], k), (), None))
+            else:
+                program.append((node.op, node.attrs, tuple([position[o] for o in node.operands]), node.sharding))
+        return tuple(program)
+
+    def graph(self) -> Graph:
+        return Graph(self.program(), self.inputs, self.root_positions)
+
+
+def build_graph(roots: Sequence[ir.Node]) -> Graph:
+    """Post-order walk of the roots' IR into a hashable program (inputs deduplicated)."""
+    return _Walk(roots).graph()
+
+
+# The values of a graph's Python scalars of one dtype, packed into one vector input. Equal packs
+# share one buffer (upstream's ``DataCacheArena`` shares equal scalars), so a steady loop
+# transfers nothing, and a schedule that changes one value transfers one small vector a step.
+SCALAR_CACHE_SIZE = 256
+_scalar_cache: OrderedDict[tuple, DeviceData] = OrderedDict()
+_scalar_lock = threading.Lock()
+
+
+def _scalar_input(dtype: np.dtype, values: list[Any]) -> DeviceData:
+    host = np.array(values, dtype=dtype)
+    key = (dtype, host.tobytes())
+    with _scalar_lock:
+        data = _scalar_cache.get(key)
+        if data is not None:
+            _scalar_cache.move_to_end(key)
+            return data
+    sharding = replicated()
+    data = DeviceData(ir.Aval(host.shape, host.dtype), sharding, jax.device_put(host, sharding))
+    metrics.transfers_to_device += 1
+    with _scalar_lock:
+        _scalar_cache[key] = data
+        if len(_scalar_cache) > SCALAR_CACHE_SIZE:
+            _scalar_cache.popitem(last=False)
+    return data
 
 
 @dataclass
@@ -274,7 +385,20 @@ class Executable:
     arg_order: tuple[int, ...] = ()  # graph input index of each compiled argument
 
 
-_cache: dict[tuple, Executable] = {}
+@dataclass
+class _Plan:
+    """What a step derives from its structure, kept with its executable so that an identical step
+    derives nothing again: distinct roots, layouts, moves, the output avals and shardings."""
+
+    exe: Executable
+    where: tuple[int, ...]  # for each requested root, its slot among the distinct roots
+    out_avals: tuple
+    out_shardings: tuple  # the sharding each output's device data carries
+    moved_in: tuple  # per compiled argument: the layout to move it to first, or None
+    moved_out: tuple  # per output: the layout to move it to after, or None
+
+
+_cache: dict[tuple, Any] = {}
 _cache_lock = threading.Lock()
 
 
@@ -286,12 +410,6 @@ def _compile(
     in_shardings: tuple,
     device_order: tuple,
 ) -> Executable:
-    key = (graph.program, roots, out_shardings, donate, device_order)
-    with _cache_lock:
-        hit = _cache.get(key)
-    if hit is not None:
-        metrics.cache_hits += 1
-        return hit
     fn = ir.lower(_constraints_in_order(graph.program, device_order), roots)
     # Replicated data lives on a 1-d mesh of its own; when it meets data split over a user mesh of
     # another shape, JAX can name the layout of an output it chose itself on the wrong mesh and
@@ -313,10 +431,40 @@ def _compile(
     structs = [jax.ShapeDtypeStruct(graph.inputs[i].aval.shape, graph.inputs[i].aval.dtype) for i in order]
     compiled = jitted.lower(*structs).compile()
     exe = Executable(compiled, tuple(compiled.output_shardings), order)
-    with _cache_lock:
-        _cache[key] = exe
     metrics.compiles += 1
     return exe
+
+
+def _plan(walk: _Walk, out_shardings: Sequence[Any], donate_idx: tuple[int, ...]) -> _Plan:
+    """Derive a step's plan from its walk, compiling its executable (a cache miss)."""
+    graph = walk.graph()
+    # distinct roots only: the same value requested twice is computed and returned once
+    unique: list[int] = []
+    where: list[int] = []
+    for pos in graph.root_positions:
+        if pos not in unique:
+            unique.append(pos)
+        where.append(unique.index(pos))
+    shardings: list[Any] = [None] * len(unique)
+    for slot, sharding in zip(where, out_shardings, strict=True):
+        if sharding is not None:
+            shardings[slot] = sharding
+    order = _program_order(graph.inputs, shardings, graph.program)
+    in_shardings = tuple(_in_order(d.sharding, order) for d in graph.inputs)
+    compiled_out = tuple(s if s is None or _order(s) == order else None for s in shardings)
+    exe = _compile(graph, tuple(unique), compiled_out, donate_idx, in_shardings, order)
+    avals = tuple(walk.nodes[pos].aval for pos in unique)
+    # a requested layout is kept as the very object asked for; XLA's choice is canonicalized
+    result_shardings = tuple(
+        shardings[i] if shardings[i] is not None else canonical_sharding(exe.output_shardings[i], len(avals[i].shape))
+        for i in range(len(unique))
+    )
+    inputs = graph.inputs
+    moved_in = tuple(in_shardings[i] if _order(in_shardings[i]) != _order(inputs[i].sharding) else None for i in exe.arg_order)
+    moved_out = tuple(
+        s if _order(s) != _order(exe.output_shardings[i]) else None for i, s in enumerate(result_shardings)
+    )
+    return _Plan(exe, tuple(where), avals, result_shardings, moved_in, moved_out)
 
 
 def _is_replicated(sharding: Any) -> bool:
@@ -484,6 +632,9 @@ class _Worker:
                 job()
             finally:
                 done.set()
+            # the finished execution's inputs and outputs must not live on in this frame while
+            # it waits for the next one (a value nothing else holds would stay on the device)
+            job = done = None
 
     def shutdown(self) -> None:
         """Drain and stop the thread before the interpreter tears JAX down under it; then let
@@ -548,7 +699,9 @@ sched.on_deactivate(_worker.stop)
 class _Execution:
     """One launched graph: what the executor thread runs for it."""
 
-    __slots__ = ("exe", "inputs", "outputs", "moved_in", "moved_out", "delay", "late", "tracked")
+    __slots__ = (
+        "exe", "inputs", "outputs", "moved_in", "moved_out", "delay", "late", "tracked",
+    )
 
     def __init__(
         self,
@@ -659,36 +812,23 @@ def execute(
     wait: bool = False,
 ) -> list[DeviceData]:
     """Compile (or fetch) and launch the graph of ``roots``; returns one placeholder per root."""
-    graph = build_graph(roots)
-    # distinct roots only: the same value requested twice is computed and returned once
-    unique: list[int] = []
-    where: list[int] = []
-    for pos in graph.root_positions:
-        if pos not in unique:
-            unique.append(pos)
-        where.append(unique.index(pos))
-    shardings: list[Any] = [None] * len(unique)
-    for slot, sharding in zip(where, out_shardings, strict=True):
-        if sharding is not None:
-            shardings[slot] = sharding
+    walk = _Walk(roots)
+    inputs = walk.inputs
     donate_ids = {id(d) for d in donate}
-    donate_idx = tuple(i for i, d in enumerate(graph.inputs) if id(d) in donate_ids)
-    order = _program_order(graph.inputs, shardings, graph.program)
-    in_shardings = tuple(_in_order(d.sharding, order) for d in graph.inputs)
-    compiled_out = tuple(s if s is None or _order(s) == order else None for s in shardings)
-    exe = _compile(graph, tuple(unique), compiled_out, donate_idx, in_shardings, order)
-    aval_of = {pos: root.aval for root, pos in zip(roots, graph.root_positions, strict=True)}
-    outputs = [
-        DeviceData(
-            aval_of[pos],
-            # a requested layout is kept as the very object asked for; XLA's choice is canonicalized
-            shardings[i] if shardings[i] is not None else canonical_sharding(exe.output_shardings[i], len(aval_of[pos].shape)),
-        )
-        for i, pos in enumerate(unique)
-    ]
-    inputs = graph.inputs
-    moved_in = [in_shardings[i] if in_shardings[i] is not inputs[i].sharding else None for i in exe.arg_order]
-    moved_out = [o.sharding if _order(o.sharding) != _order(exe.output_shardings[i]) else None for i, o in enumerate(outputs)]
+    donate_idx = tuple([i for i, d in enumerate(inputs) if id(d) in donate_ids]) if donate_ids else ()
+    requested = tuple(out_shardings)
+    key = (walk.key, walk.root_positions, requested, donate_idx)
+    with _cache_lock:
+        plan = _cache.get(key)
+    if plan is None:
+        plan = _plan(walk, requested, donate_idx)
+        with _cache_lock:
+            _cache[key] = plan
+    else:
+        metrics.cache_hits += 1
+    exe, where = plan.exe, plan.where
+    outputs = [DeviceData(aval, sharding) for aval, sharding in zip(plan.out_avals, plan.out_shardings, strict=True)]
+    moved_in, moved_out = plan.moved_in, plan.moved_out
 
     metrics.executions += 1
     job = _Execution(exe, inputs, outputs, moved_in, moved_out)

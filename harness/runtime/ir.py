@@ -24,6 +24,7 @@ import numpy as np
 from harness.runtime.errors import ShardingLostError
 
 IN = "in"  # program entry of a device-data input
+SCALAR = "scalar"  # program entry of a Python scalar: element of a packed scalar input
 
 
 class Aval(tuple):
@@ -46,7 +47,9 @@ class Aval(tuple):
 class Node:
     """One recorded operation (or a device-data leaf when ``data`` is set)."""
 
-    __slots__ = ("op", "operands", "attrs", "aval", "data", "leaf", "origin", "folded", "sharding", "__weakref__")
+    __slots__ = (
+        "op", "operands", "attrs", "aval", "data", "leaf", "origin", "folded", "sharding", "kind", "__weakref__",
+    )
 
     def __init__(
         self,
@@ -71,8 +74,16 @@ class Node:
                 break
         self.sharding = sharding  # only custom_sharding nodes carry one
         if aval is None:  # a list comprehension: a generator costs more than the whole lookup
-            aval = infer_aval(op, attrs, tuple([o.aval for o in operands]))
-        self.aval = aval
+            key = (op, attrs, tuple([o.aval for o in operands]))
+            signature = _signatures.get(key)
+            if signature is None:
+                if len(_signatures) >= 65536:  # programs of ever new shapes: bounded, as before
+                    _signatures.clear()
+                signature = _signatures[key] = (infer_aval(op, attrs, key[2]), intern((op, attrs)))
+            self.aval, self.kind = signature
+        else:
+            self.aval = aval
+            self.kind = None  # (op, attrs) interned: the graph walk fills it in when it needs it
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -86,10 +97,57 @@ class Node:
         return f"Node({self.op}, shape={self.aval[0] if isinstance(self.aval, Aval) else '...'})"
 
 
+# Small ints standing for hashable values (an op with its attributes, an input's aval and
+# layout): the graph walk builds a step's structure key from them, a tuple of ints that is cheap
+# to hash and to compare, where the program itself would be hashed and compared in full.
+_interned: dict[Any, int] = {}
+# (op, attrs, operand avals) -> (aval, interned (op, attrs)): one lookup per recorded op
+_signatures: dict[tuple, tuple[Any, int]] = {}
+
+
+def intern(value: Any) -> int:
+    found = _interned.get(value)
+    if found is None:
+        found = _interned.setdefault(value, len(_interned))
+    return found
+
+
 def const(value: Any, dtype: np.dtype) -> Node:
     """A scalar constant. Its attribute is the value's bytes, so the compile-cache key tells
     ``0.0`` from ``-0.0`` and a NaN equals itself (Python's ``==`` does neither)."""
     return Node("const", attrs=(np.asarray(value, dtype=dtype).tobytes(), np.dtype(dtype)))
+
+
+class Scalar(Node):
+    """A Python scalar operand. Its value is no part of the program: at a sync the values of all
+    the graph's scalars of one dtype travel together as one device-data input (a vector), and the
+    node's program entry reads its element (see ``executor.build_graph``). A value that changes
+    every step (a learning-rate schedule, a loss scale, a step counter) therefore changes an
+    input, not the program, as PyTorch/XLA's scalars are device data rather than constants."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any, dtype: np.dtype) -> None:  # every field set here: one per operand
+        signature = _scalar_signatures.get(dtype)
+        if signature is None:
+            signature = _scalar_signature(dtype)
+        self.aval, self.kind, self.attrs = signature
+        self.op = SCALAR
+        self.operands = ()
+        self.data = self.leaf = self.origin = self.sharding = None
+        self.folded = False
+        self.value = value
+
+
+_scalar_signatures: dict[np.dtype, tuple[Aval, int, tuple]] = {}
+
+
+def _scalar_signature(dtype: np.dtype) -> tuple[Aval, int, tuple]:
+    found = _scalar_signatures.get(dtype)
+    if found is None:
+        attrs = (np.dtype(dtype),)
+        found = _scalar_signatures[dtype] = (Aval((), dtype), intern((SCALAR, attrs)), attrs)
+    return found
 
 
 # --------------------------------------------------------------------------- index attributes
@@ -224,6 +282,9 @@ def evaluate(
         if op == IN:
             vals.append(args[entry[1]])
             continue
+        if op == SCALAR:  # (SCALAR, (input index, element), (), None)
+            vals.append(args[entry[1][0]][entry[1][1]])
+            continue
         _, attrs, operands, sharding = entry
         if op == "vjp":
             vals.append(_lower_vjp(program, args, operands, vals))
@@ -243,7 +304,7 @@ def _dependents(program: Program, overrides: dict[int, Any], end: int) -> set[in
     dep = set(overrides)
     for pos in range(end):
         entry = program[pos]
-        if entry[0] != IN and any(i in dep for i in entry[2]):
+        if entry[0] != IN and entry[0] != SCALAR and any(i in dep for i in entry[2]):
             dep.add(pos)
     return dep
 

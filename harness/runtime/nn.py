@@ -52,13 +52,17 @@ class Module:
         params.pop(name, None)
         modules.pop(name, None)
         if _is_parameter(value):
-            self.__dict__.pop(name, None)  # e.g. a ``bias = None`` set before: would shadow it
             params[name] = value
         elif isinstance(value, Module):
-            self.__dict__.pop(name, None)
             modules[name] = value
-        else:
-            object.__setattr__(self, name, value)
+        # also an instance attribute (replacing e.g. a ``bias = None`` set before), so reading it
+        # in ``forward`` is a plain lookup, not a miss and a call of ``__getattr__``
+        object.__setattr__(self, name, value)
+
+    def __delattr__(self, name: str) -> None:
+        self.__dict__["_parameters"].pop(name, None)
+        self.__dict__["_modules"].pop(name, None)
+        object.__delattr__(self, name)
 
     def __getattr__(self, name: str) -> Any:
         d = self.__dict__

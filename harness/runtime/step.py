@@ -8,11 +8,57 @@ cannot know which pending graphs still read the old buffers (upstream issue #842
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import threading
+import weakref
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING
 
 from harness import sched
 from harness.runtime import config, executor, faults, ir
-from harness.runtime.tensor import Storage, Tensor, _live, _live_lock, live_storages
+
+if TYPE_CHECKING:  # ``tensor`` builds on this module; only the type checker looks back
+    from harness.runtime.tensor import Storage, Tensor
+
+# Every storage, weakly, in creation order (PyTorch/XLA's device context tracks its tensors the
+# same way): a step walks pending values in the same order every time and records the same
+# program, the compile-cache key. Plain weak references without callbacks cost little to make;
+# the dead ones are dropped when the list is read, or when it has doubled since the last prune.
+# Appending takes no lock (``list.append`` is atomic); a prune rewrites only the prefix it read,
+# in one slice assignment, so a storage registered meanwhile by another thread is kept.
+_live: list[weakref.ReferenceType[Storage]] = []
+_live_append = _live.append
+_live_lock = threading.Lock()  # one prune at a time
+_prune_at = 4096
+
+
+def track(storage: Storage) -> None:
+    """Register a new storage (``Storage.__init__``)."""
+    _live_append(weakref.ref(storage))
+    if len(_live) >= _prune_at:
+        with _live_lock:
+            _prune()
+
+
+def _prune(keep: Callable[[Storage], bool] | None = None) -> list[Storage]:
+    """Drop dead references, and live ones ``keep`` refuses (the caller holds ``_live_lock``);
+    returns the live storages kept."""
+    global _prune_at
+    n = len(_live)
+    alive: list[Storage] = []
+    refs: list[weakref.ReferenceType[Storage]] = []
+    for ref in _live[:n]:
+        storage = ref()
+        if storage is not None and (keep is None or keep(storage)):
+            alive.append(storage)
+            refs.append(ref)
+    _live[:n] = refs
+    _prune_at = max(4096, 2 * len(refs))
+    return alive
+
+
+def live_storages() -> list[Storage]:
+    with _live_lock:
+        return _prune()
 
 # a scheduler-aware lock: it is held across ``execute`` and its submission to the executor thread,
 # which are schedule points, and a plain lock held there would hide a waiting thread's turn
@@ -90,9 +136,12 @@ def forget_pending() -> int:
     fail every later ``mark_step`` of the process. Returns how many were dropped; reading one of
     them later still syncs it on its own."""
     dropped = 0
+
+    def keep(storage: Storage) -> bool:
+        nonlocal dropped
+        dropped += storage.pending
+        return not storage.pending
+
     with _live_lock:
-        for storage in list(_live.values()):
-            if storage.pending:
-                _live.pop(storage.id, None)
-                dropped += 1
+        _prune(keep)
     return dropped

@@ -9,35 +9,21 @@ step boundary (``mark_step``) or a read (``numpy()``). Every storage is tracked 
 from __future__ import annotations
 
 import functools
-import itertools
 import numbers
-import threading
 import weakref
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
 
-from harness.runtime import executor, faults, functional, ir
-
-# every storage by creation number: a dict keeps insertion order, so a step walks pending values
-# in the same order every time and records the same program (the compile-cache key)
-_live: weakref.WeakValueDictionary[int, Storage] = weakref.WeakValueDictionary()
-_live_lock = threading.Lock()
-_next_id = itertools.count()
-
-
-def live_storages() -> list[Storage]:
-    with _live_lock:
-        return list(_live.values())
+from harness.runtime import autograd, executor, faults, functional, ir, step
 
 
 class Storage:
     """The base value shared by a tensor and all its aliases."""
 
     __slots__ = (
-        "node", "version", "synced_from", "sharding", "base_data", "requires_grad", "grad_dep", "owner", "id",
-        "__weakref__",
+        "node", "version", "synced_from", "sharding", "base_data", "requires_grad", "grad_dep", "owner", "__weakref__",
     )
 
     def __init__(self, node: ir.Node) -> None:
@@ -49,9 +35,7 @@ class Storage:
         self.requires_grad = False  # a leaf whose gradient is wanted (a parameter)
         self.grad_dep = False  # a value computed from such leaves: keeps its IR through a sync
         self.owner: weakref.ReferenceType[Tensor] | None = None
-        self.id = next(_next_id)
-        with _live_lock:
-            _live[self.id] = self
+        step.track(self)  # every storage is seen by ``mark_step`` while it lives
 
     @property
     def pending(self) -> bool:
@@ -109,9 +93,19 @@ class Tensor:
 
     @staticmethod
     def _from_node(node: ir.Node, requires_grad: bool = False) -> Tensor:
+        """A new tensor over a new storage holding ``node``: what every recorded op returns, so
+        it sets the fields directly rather than going through ``__init__``."""
         storage = Storage(node)
         storage.grad_dep = requires_grad
-        return Tensor(storage, requires_grad=requires_grad)
+        t = _new_tensor(Tensor)
+        t._storage = storage
+        t._views = ()
+        t._node = node
+        t._version = 0
+        t.requires_grad = requires_grad
+        t.grad = None
+        t._detached = False
+        return t
 
     def _alias(self, step: functional.ViewStep, detached: bool | None = None) -> Tensor:
         return Tensor(
@@ -133,7 +127,11 @@ class Tensor:
         return self._node
 
     def _operand(self) -> ir.Node:
-        node = self.node
+        st = self._storage
+        if self._version != st.version:
+            self._node = functional.read(st.node, self._views)
+            self._version = st.version
+        node = self._node
         return ir.Node("stop_gradient", (node,)) if self._detached else node
 
     @property
@@ -163,8 +161,6 @@ class Tensor:
 
     def numpy(self) -> np.ndarray:
         """The value on the host: syncs this tensor's storage if it is pending."""
-        from harness.runtime import step
-
         st = self._storage
         if st.pending:
             step.sync([self], wait=True, donate=False)
@@ -195,18 +191,26 @@ class Tensor:
     def _lift(self, other: Any) -> ir.Node:
         if isinstance(other, Tensor):
             return other._operand()
+        if type(other) is float:  # the common scalar, without the general dtype rules below
+            dtype = self.node.aval[1]
+            return ir.Scalar(other, dtype if _is_floating(dtype) else _FLOAT32)
         if isinstance(other, bool | numbers.Number | np.generic):
-            return ir.const(other, scalar_dtype(self.dtype, other))
+            return scalar(other, scalar_dtype(self.dtype, other))
         return tensor(other)._operand()
 
     def _unary(self, op: str, attrs: tuple = ()) -> Tensor:
         return Tensor._from_node(ir.Node(op, (self._operand(),), attrs), self.requires_grad)
 
     def _binary(self, op: str, other: Any, reverse: bool = False) -> Tensor:
-        a, b = self._operand(), self._lift(other)
+        a = self._operand()
+        if isinstance(other, Tensor):
+            b = other._operand()
+            grad = self.requires_grad or other.requires_grad
+        else:
+            b = self._lift(other)
+            grad = self.requires_grad
         if reverse:
             a, b = b, a
-        grad = self.requires_grad or (isinstance(other, Tensor) and other.requires_grad)
         return Tensor._from_node(ir.Node(op, (a, b)), grad)
 
     def __add__(self, o: Any) -> Tensor: return self._binary("add", o)
@@ -317,7 +321,7 @@ class Tensor:
 
     @property
     def T(self) -> Tensor:  # noqa: N802 - the conventional name
-        return self.permute(*reversed(range(self.ndim)))
+        return self._alias(("transpose", (tuple(range(len(self.shape) - 1, -1, -1)),)))
 
     def t(self) -> Tensor:
         return self.T
@@ -368,7 +372,7 @@ class Tensor:
         return self._write(ir.const(0, self.dtype))
 
     def fill_(self, value: Any) -> Tensor:
-        return self._write(ir.const(value, self.dtype))
+        return self._write(scalar(value, self.dtype))
 
     # ------------------------------------------------------------------ device placement
 
@@ -379,12 +383,22 @@ class Tensor:
     # ------------------------------------------------------------------ autograd
 
     def backward(self) -> None:
-        from harness.runtime import autograd
-
-        autograd.backward(self)
+        """Each parameter reachable from this scalar loss gets its gradient in ``.grad`` (set, or
+        added to the one already there)."""
+        if self.shape != ():
+            raise ValueError(f"backward() needs a scalar loss, got shape {self.shape}")
+        if not self.requires_grad:
+            raise RuntimeError("backward(): the loss does not depend on any tensor with requires_grad=True")
+        for storage, grad in autograd.gradients(self.node):
+            owner = storage.owner() if storage.owner is not None else None
+            if owner is None:
+                continue
+            g = Tensor._from_node(grad)
+            owner.grad = g if owner.grad is None else owner.grad + g
 
 
 _FLOAT32 = np.dtype(np.float32)
+_new_tensor = object.__new__
 
 
 @functools.lru_cache(maxsize=64)
@@ -454,11 +468,21 @@ def scalar_dtype(tensor_dtype: np.dtype, value: Any) -> np.dtype:
     return np.dtype(np.int32) if tensor_dtype == np.bool_ else tensor_dtype
 
 
+def scalar(value: Any, dtype: np.dtype) -> ir.Node:
+    """A Python scalar as an operand: a program input, not a constant (``ir.Scalar``), so that a
+    value changing every step does not change the program. Every value is an input, 0 and 1
+    included (PyTorch/XLA keeps those two as constants, so a schedule passing through 1.0 compiles
+    again there); only an op that fixes its own constant (``zero_``) records one."""
+    if type(value) is not float:  # a value the dtype cannot hold fails here, not at the step
+        np.asarray(value, dtype=dtype)
+    return ir.Scalar(value, dtype)
+
+
 def where(cond: Tensor, x: Any, y: Any) -> Tensor:
     like = x if isinstance(x, Tensor) else y if isinstance(y, Tensor) else None
     if like is None:  # two scalars: their own common kind, never the condition's bool
         dtype = scalar_dtype(scalar_dtype(np.dtype(np.bool_), x), y)
-        nodes = (cond._operand(), ir.const(x, dtype), ir.const(y, dtype))
+        nodes = (cond._operand(), scalar(x, dtype), scalar(y, dtype))
     else:
         nodes = (cond._operand(), like._lift(x), like._lift(y))
     grad = any(isinstance(v, Tensor) and v.requires_grad for v in (x, y))
