@@ -17,11 +17,15 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
+import queue
 import signal
 import sys
+import threading
 import time
 from pathlib import Path
 
+from harness import compile_cache
 from harness.errors import UsageError
 from harness.matrix.config import (
     RELEASED_RUNTIMES,
@@ -33,11 +37,12 @@ from harness.matrix.config import (
     load_matrix,
 )
 from harness.matrix.probe import probe
-from harness.matrix.progress import Progress
-from harness.matrix.supervisor import CellResult, CellRun, RunSettings
+from harness.matrix.progress import CellProgress, Progress
+from harness.matrix.supervisor import SESSION_ID, CellResult, CellRun, RunSettings
 from harness.report.records import ERROR, FAILED, FLAKY, SKIPPED, Attempt, TestRecord
 
 CELL_ID = "xharness::cell"  # the record of a cell this machine cannot run
+_ENV_LOCK = threading.Lock()
 
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -59,6 +64,12 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-a
                      "own cached environment")
     run.add_argument("--reruns", type=int, default=0, help="rerun failed tests up to N times (flaky detection)")
     run.add_argument("--timeout", type=float, help="per-test time limit in seconds (default: the cell's)")
+    run.add_argument("-j", "--jobs", type=int, default=None, metavar="N",
+                     help=f"run up to N cells at once; a cell of P processes takes P of the N "
+                     f"(default: the machine's cores, {default_jobs()} here)")
+    run.add_argument("--compile-cache", default=None, metavar="DIR|off",
+                     help="JAX's persistent compilation cache, shared by the cells and kept across "
+                     "runs (default: $XHARNESS_COMPILE_CACHE, else ~/.cache/xharness/jax)")
     run.add_argument("pytest_args", nargs=argparse.REMAINDER, help="-- then arguments for pytest")
     run.set_defaults(handler=run_command)
 
@@ -119,6 +130,10 @@ def run_command(args: argparse.Namespace) -> int:
         raise _usage_error("--reruns must be 0 or more")
     if args.timeout is not None and not args.timeout > 0:
         raise _usage_error("--timeout must be a positive number of seconds")
+    if args.jobs is not None and args.jobs < 1:
+        raise _usage_error("-j/--jobs must be 1 or more")
+    jobs = args.jobs or default_jobs()
+    cache = compile_cache.choose(args.compile_cache)
     names = [n.strip() for n in (args.cells or "").split(",") if n.strip()]
     try:
         cells = matrix.select(names)
@@ -146,19 +161,22 @@ def run_command(args: argparse.Namespace) -> int:
         timeout=args.timeout,
         pytest_args=tuple(pytest_args),
         repro_prefix=prefix,
+        compile_cache=cache,
+        cancel=threading.Event(),
     )
     junit_dir = out / "junit"
     junit_dir.mkdir(parents=True, exist_ok=True)
+    previous = _previous_walls(out / "matrix.json")
     for stale in junit_dir.glob("*.xml"):  # this run's directory describes this run only
         stale.unlink()
 
     # a cancelled CI job sends SIGTERM: treat it like Ctrl-C, so every launch stops its process
     # groups (they run in their own sessions and would otherwise outlive us) and results are kept
-    previous = signal.signal(signal.SIGTERM, _interrupt)
+    handler = signal.signal(signal.SIGTERM, _interrupt)
     try:
-        return _run_cells(cells, settings, out, junit_dir)
+        return _run_cells(cells, settings, out, junit_dir, jobs, previous)
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        signal.signal(signal.SIGTERM, handler)
 
 
 def _interrupt(signum: int, frame: object) -> None:
@@ -194,7 +212,7 @@ def _unavailable(cell: Cell, code: int) -> int:
     return code
 
 
-def _launch(cell: Cell, settings: RunSettings, progress: Progress) -> tuple[CellResult, bool]:
+def _launch(cell: Cell, settings: RunSettings, progress: CellProgress) -> tuple[CellResult, bool]:
     """Run one cell: in this interpreter, or in its release's environment (built if needed).
     The flag says the release could not be installed (the cell then has an error record)."""
     name = cell.runtime_name or "reference"
@@ -205,53 +223,148 @@ def _launch(cell: Cell, settings: RunSettings, progress: Progress) -> tuple[Cell
     from harness.adapters.releases import ReleaseCellRun, install_error_record
 
     try:
-        env = envs.ensure_env(name, cell.release, progress=progress.note)
+        with _ENV_LOCK:  # two cells of one release must not build its environment at once
+            env = envs.ensure_env(name, cell.release, progress=progress.note)
     except envs.ReleaseInstallError as exc:
         progress.note(f"error: {exc}")
         return CellResult(cell, [install_error_record(cell, exc)]), True
     return ReleaseCellRun(cell, cell_settings, progress, str(env.python)).run(), False
 
 
-def _run_cells(cells: list[Cell], settings: RunSettings, out: Path, junit_dir: Path) -> int:
+def default_jobs() -> int:
+    """Cells at once by default: the cores this process may use."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+def _previous_walls(path: Path) -> dict[str, float]:
+    """Each cell's wall time in the last run written to this output directory (``matrix.json``),
+    used to start the longest cells first; empty when there is none or it cannot be read."""
+    try:
+        data = json.loads(path.read_text())
+        return {str(c["cell"]): float(c["wall"]) for c in data.get("cells", []) if not c.get("skipped")}
+    except (OSError, ValueError, TypeError, KeyError, AttributeError):
+        return {}
+
+
+def _slots(cell: Cell, jobs: int) -> int:
+    """What a cell takes of ``-j``: one slot per process (never more than there are)."""
+    return min(cell.processes, jobs)
+
+
+def _run_cells(cells: list[Cell], settings: RunSettings, out: Path, junit_dir: Path, jobs: int = 1,
+               previous: dict[str, float] | None = None) -> int:
+    """Every cell, up to ``jobs`` process slots at once, each cell in a thread of its own that
+    supervises its processes. Results are written and summarized in matrix order whatever order
+    the cells finish in. Ctrl-C or SIGTERM stops every running cell and keeps what ran."""
     from harness.report.junit import write_cell_xml
 
     progress = Progress(len(cells))
+    cache = settings.compile_cache
+    if cache is not None:
+        progress.note(cache.note, cell="run")
+    if jobs > 1:
+        progress.note(f"up to {jobs} cell process(es) at once (-j {jobs})", cell="run")
     started = time.monotonic()
-    results: list[CellResult] = []
+    results: dict[str, CellResult] = {}
     install_failed: list[str] = []
+    runnable: list[Cell] = []
     for cell in cells:
         found = probe(cell)
         if not found.available:
             progress.cell_skipped(cell.name, found.reason)
             result = CellResult(cell, [_skipped_cell_record(cell, found.reason)], skipped=found.reason)
+            write_cell_xml(cell.name, result.records, junit_dir / f"{cell.name}.xml")
+            results[cell.name] = result
         else:
-            runtime = cell.runtime_name or "reference"
-            if cell.release:
-                runtime += f" {cell.release}"
-            progress.cell_started(cell.name, f"{cell.backend} {_shape(cell)}, {runtime}, {cell.runtime_label()}")
-            result, not_installed = _launch(cell, settings, progress)
+            runnable.append(cell)
+    # the longest cells first (by the last run's times), so the last to finish is a short one
+    if previous:
+        order = {c.name: i for i, c in enumerate(runnable)}
+        runnable.sort(key=lambda c: (-previous.get(c.name, float("inf")), order[c.name]))
+    finished: queue.Queue[tuple[Cell, CellResult, bool]] = queue.Queue()
+    cancel = settings.cancel or threading.Event()
+    settings = dataclasses.replace(settings, cancel=cancel)
+
+    def work(cell: Cell) -> None:
+        try:
+            result, not_installed = _launch(cell, settings, progress.for_cell(cell.name))
+        except BaseException as exc:  # noqa: BLE001 - a supervisor bug must not lose the other cells
+            result = CellResult(cell, [_supervisor_error_record(cell, exc)])
+            not_installed = False
+        finished.put((cell, result, not_installed))
+
+    free = jobs
+    running: dict[str, int] = {}
+    pending = list(runnable)
+    interrupted = False
+    while pending or running:
+        try:
+            if not interrupted:
+                for cell in list(pending):
+                    need = _slots(cell, jobs)
+                    if need > free:
+                        continue
+                    pending.remove(cell)
+                    free -= need
+                    running[cell.name] = need
+                    runtime = cell.runtime_name or "reference"
+                    if cell.release:
+                        runtime += f" {cell.release}"
+                    progress.cell_started(cell.name, f"{cell.backend} {_shape(cell)}, {runtime}, {cell.runtime_label()}")
+                    threading.Thread(target=work, args=(cell,), name=f"cell-{cell.name}", daemon=True).start()
+            if not running:
+                break
+            try:
+                cell, result, not_installed = finished.get(timeout=0.2)
+            except queue.Empty:
+                continue
+            except KeyboardInterrupt:
+                interrupted = True
+                cancel.set()
+                progress.note("interrupted: stopping every running cell and writing the partial results", cell="run")
+                continue
+            free += running.pop(cell.name)
             if not_installed:
                 install_failed.append(cell.name)
             progress.cell_finished(cell.name, _counts_text(result) + f" in {result.wall:.1f}s")
-        write_cell_xml(cell.name, result.records, junit_dir / f"{cell.name}.xml")
-        results.append(result)
-        if result.interrupted:  # keep what ran, report it, and stop
-            progress.note("interrupted: writing the partial results")
-            break
+            write_cell_xml(cell.name, result.records, junit_dir / f"{cell.name}.xml")
+            results[cell.name] = result
+            if result.interrupted and not interrupted:  # a cell saw the interrupt first: stop the rest
+                interrupted = True
+                cancel.set()
+                progress.note("interrupted: writing the partial results", cell="run")
+        except KeyboardInterrupt:  # Ctrl-C or SIGTERM: stop every cell, keep what ran
+            if not interrupted:
+                interrupted = True
+                cancel.set()
+                progress.note("interrupted: stopping every running cell and writing the partial results", cell="run")
     wall = time.monotonic() - started
+    ordered = [results[c.name] for c in cells if c.name in results]
 
     from harness.report.api import finish_run
 
     finish_run(out)
-    _write_run_summary(out / "matrix.json", results, wall)
-    code = _print_summary(results, wall, out)
-    if any(r.interrupted for r in results):
+    _write_run_summary(out / "matrix.json", ordered, wall, jobs)
+    code = _print_summary(ordered, wall, out)
+    if cache is not None and cache.path is not None:
+        compile_cache.trim(cache.path)
+    if interrupted or any(r.interrupted for r in ordered):
         return 130
     if install_failed:
         from harness.adapters.releases import EXIT_INSTALL
 
         return EXIT_INSTALL
     return code
+
+
+def _supervisor_error_record(cell: Cell, exc: BaseException) -> TestRecord:
+    record = TestRecord(nodeid=SESSION_ID, cell=cell.name)
+    record.attempts.append(Attempt(ERROR, message=f"the supervisor of cell {cell.name} failed: "
+                                                  f"{type(exc).__name__}: {exc}"))
+    return record
 
 
 def _skipped_cell_record(cell: Cell, reason: str) -> TestRecord:
@@ -268,7 +381,7 @@ def _counts_text(result: CellResult) -> str:
     return ", ".join(f"{counts[k]} {k}" for k in order if counts.get(k)) or "no tests"
 
 
-def _write_run_summary(path: Path, results: list[CellResult], wall: float) -> None:
+def _write_run_summary(path: Path, results: list[CellResult], wall: float, jobs: int = 1) -> None:
     """Machine-readable timings: per-cell wall time, test time and the supervisor's overhead."""
     from harness.report.files import write_atomic
 
@@ -283,7 +396,7 @@ def _write_run_summary(path: Path, results: list[CellResult], wall: float) -> No
             "launches": r.launches,
             "counts": r.counts(),
         })
-    write_atomic(path, (json.dumps({"wall": round(wall, 3), "cells": cells}, indent=2) + "\n").encode())
+    write_atomic(path, (json.dumps({"wall": round(wall, 3), "jobs": jobs, "cells": cells}, indent=2) + "\n").encode())
 
 
 def _print_summary(results: list[CellResult], wall: float, out: Path) -> int:
