@@ -249,6 +249,12 @@ def _previous_walls(path: Path) -> dict[str, float]:
         return {}
 
 
+def _size_guess(cell: Cell) -> int:
+    if cell.multiprocess:
+        return cell.devices
+    return cell.total_devices * len(cell.paths)
+
+
 def _slots(cell: Cell, jobs: int) -> int:
     """What a cell takes of ``-j``: one slot per process (never more than there are)."""
     return min(cell.processes, jobs)
@@ -280,10 +286,13 @@ def _run_cells(cells: list[Cell], settings: RunSettings, out: Path, junit_dir: P
             results[cell.name] = result
         else:
             runnable.append(cell)
-    # the longest cells first (by the last run's times), so the last to finish is a short one
+    # the longest cells first, so the last to finish is a short one: by the last run's times, else
+    # by a rough size (devices times test paths; a multi-process cell runs only its marked tests)
+    order = {c.name: i for i, c in enumerate(runnable)}
     if previous:
-        order = {c.name: i for i, c in enumerate(runnable)}
         runnable.sort(key=lambda c: (-previous.get(c.name, float("inf")), order[c.name]))
+    elif jobs > 1:
+        runnable.sort(key=lambda c: (-_size_guess(c), order[c.name]))
     finished: queue.Queue[tuple[Cell, CellResult, bool]] = queue.Queue()
     cancel = settings.cancel or threading.Event()
     settings = dataclasses.replace(settings, cancel=cancel)
