@@ -38,7 +38,14 @@ from harness.matrix.config import (
 )
 from harness.matrix.probe import probe
 from harness.matrix.progress import CellProgress, Progress
-from harness.matrix.supervisor import SESSION_ID, CellResult, CellRun, RunSettings
+from harness.matrix.supervisor import (
+    NO_TESTS_ID,
+    SESSION_ID,
+    CellResult,
+    CellRun,
+    RunSettings,
+    split_pytest_args,
+)
 from harness.report.records import ERROR, FAILED, FLAKY, SKIPPED, Attempt, TestRecord
 
 CELL_ID = "xharness::cell"  # the record of a cell this machine cannot run
@@ -167,6 +174,7 @@ def run_command(args: argparse.Namespace) -> int:
     junit_dir = out / "junit"
     junit_dir.mkdir(parents=True, exist_ok=True)
     previous = _previous_walls(out / "matrix.json")
+    path_times = {c.name: _previous_path_times(c, junit_dir / f"{c.name}.xml") for c in cells}
     for stale in junit_dir.glob("*.xml"):  # this run's directory describes this run only
         stale.unlink()
 
@@ -174,7 +182,7 @@ def run_command(args: argparse.Namespace) -> int:
     # groups (they run in their own sessions and would otherwise outlive us) and results are kept
     handler = signal.signal(signal.SIGTERM, _interrupt)
     try:
-        return _run_cells(cells, settings, out, junit_dir, jobs, previous)
+        return _run_cells(cells, settings, out, junit_dir, jobs, previous, path_times)
     finally:
         signal.signal(signal.SIGTERM, handler)
 
@@ -212,13 +220,17 @@ def _unavailable(cell: Cell, code: int) -> int:
     return code
 
 
-def _launch(cell: Cell, settings: RunSettings, progress: CellProgress) -> tuple[CellResult, bool]:
+def _launch(cell: Cell, settings: RunSettings, progress: CellProgress, shard: str = "") -> tuple[CellResult, bool]:
     """Run one cell: in this interpreter, or in its release's environment (built if needed).
-    The flag says the release could not be installed (the cell then has an error record)."""
+    The flag says the release could not be installed (the cell then has an error record).
+    ``shard`` names a part of a cell split over several processes (its logs go below the cell's)."""
     name = cell.runtime_name or "reference"
     cell_settings = dataclasses.replace(settings, runtime=name)
     if not cell.release:
-        return CellRun(cell, cell_settings, progress).run(), False
+        run = CellRun(cell, cell_settings, progress)
+        if shard:
+            run.logs = run.logs / shard
+        return run.run(), False
     from harness.adapters import envs
     from harness.adapters.releases import ReleaseCellRun, install_error_record
 
@@ -249,6 +261,76 @@ def _previous_walls(path: Path) -> dict[str, float]:
         return {}
 
 
+def _previous_path_times(cell: Cell, junit: Path) -> dict[str, float]:
+    """Seconds per test path of ``cell`` in the last run (its JUnit file), for splitting it."""
+    if not junit.exists():
+        return {}
+    try:
+        from harness.report.junit import read_records
+
+        records = read_records(junit)
+    except Exception:  # noqa: BLE001 - an unreadable old report only loses the estimate
+        return {}
+    times = dict.fromkeys(cell.paths, 0.0)
+    for record in records:
+        owner = _owning_path(cell.paths, record.file or record.nodeid.partition("::")[0])
+        if owner is not None:
+            times[owner] += record.duration
+    return times
+
+
+def _owning_path(paths: tuple[str, ...], file: str) -> str | None:
+    for path in paths:
+        if file == path or file.startswith(path.rstrip("/") + "/"):
+            return path
+    return None
+
+
+def _shards(cell: Cell, settings: RunSettings, jobs: int, times: dict[str, float]) -> list[Cell]:
+    """A long single-process cell split by its test paths over two processes of the same cell
+    environment, when cells run at once. The processes are the cell as much as one is: same
+    variables, same options; the supervisor already restarts a cell's pytest mid-run after a
+    crash, so no test may depend on another file having run before it in the same process.
+    Balanced by the last run's seconds per path (largest first onto the lighter part), else by
+    alternating the paths. One part (the cell itself) when there is nothing to split."""
+    if jobs < 2 or cell.multiprocess or cell.release or len(cell.paths) < 2:
+        return [cell]
+    if split_pytest_args(settings.pytest_args, settings.matrix.root)[0]:  # paths given after --
+        return [cell]
+    parts: list[list[str]] = [[], []]
+    if times and any(times.values()):
+        loads = [0.0, 0.0]
+        for path in sorted(cell.paths, key=lambda p: -times.get(p, 0.0)):
+            lighter = loads.index(min(loads))
+            parts[lighter].append(path)
+            loads[lighter] += times.get(path, 0.0)
+    else:
+        for i, path in enumerate(cell.paths):
+            parts[i % 2].append(path)
+    parts = [sorted(part, key=cell.paths.index) for part in parts if part]
+    return [dataclasses.replace(cell, paths=tuple(part)) for part in parts]
+
+
+def _combine(cell: Cell, parts: list[CellResult], wall: float) -> CellResult:
+    """One cell's result from its parts: records in the cell's path order, one wall time."""
+    records = [r for part in parts for r in part.records]
+    if any(r.nodeid != NO_TESTS_ID for r in records):  # a part whose paths select nothing is fine
+        records = [r for r in records if r.nodeid != NO_TESTS_ID]
+    else:
+        records = records[:1]
+    rank = {p: i for i, p in enumerate(cell.paths)}
+
+    def where(record: TestRecord) -> int:
+        owner = _owning_path(cell.paths, record.file or record.nodeid.partition("::")[0])
+        return rank.get(owner, len(rank)) if owner is not None else len(rank)
+
+    records.sort(key=where)  # stable: collection order within a path
+    for record in records:
+        record.cell = cell.name
+    return CellResult(cell, records, wall, sum(p.launches for p in parts),
+                      interrupted=any(p.interrupted for p in parts))
+
+
 def _size_guess(cell: Cell) -> int:
     if cell.multiprocess:
         return cell.devices
@@ -261,7 +343,8 @@ def _slots(cell: Cell, jobs: int) -> int:
 
 
 def _run_cells(cells: list[Cell], settings: RunSettings, out: Path, junit_dir: Path, jobs: int = 1,
-               previous: dict[str, float] | None = None) -> int:
+               previous: dict[str, float] | None = None,
+               path_times: dict[str, dict[str, float]] | None = None) -> int:
     """Every cell, up to ``jobs`` process slots at once, each cell in a thread of its own that
     supervises its processes. Results are written and summarized in matrix order whatever order
     the cells finish in. Ctrl-C or SIGTERM stops every running cell and keeps what ran."""
@@ -293,54 +376,77 @@ def _run_cells(cells: list[Cell], settings: RunSettings, out: Path, junit_dir: P
         runnable.sort(key=lambda c: (-previous.get(c.name, float("inf")), order[c.name]))
     elif jobs > 1:
         runnable.sort(key=lambda c: (-_size_guess(c), order[c.name]))
-    finished: queue.Queue[tuple[Cell, CellResult, bool]] = queue.Queue()
+    finished: queue.Queue[tuple[str, CellResult, bool]] = queue.Queue()
     cancel = settings.cancel or threading.Event()
     settings = dataclasses.replace(settings, cancel=cancel)
+    # the units that run: a cell, or the parts of a long cell split over two processes
+    units: list[tuple[str, Cell, Cell, str]] = []  # (label, cell, part, shard directory)
+    parts_of: dict[str, int] = {}
+    for cell in runnable:
+        parts = _shards(cell, settings, jobs, (path_times or {}).get(cell.name, {}))
+        parts_of[cell.name] = len(parts)
+        for i, part in enumerate(parts, start=1):
+            if len(parts) == 1:
+                units.append((cell.name, cell, part, ""))
+            else:
+                units.append((f"{cell.name}[{i}/{len(parts)}]", cell, part, f"part{i}"))
+    by_label = {label: (cell, part) for label, cell, part, _ in units}
+    progress.total_cells += len(units) - len(runnable)  # each part is counted as it starts and ends
+    part_results: dict[str, list[CellResult]] = {}
+    cell_started: dict[str, float] = {}
 
-    def work(cell: Cell) -> None:
+    def work(label: str, part: Cell, shard: str) -> None:
         try:
-            result, not_installed = _launch(cell, settings, progress.for_cell(cell.name))
+            result, not_installed = _launch(part, settings, progress.for_cell(label), shard)
         except BaseException as exc:  # noqa: BLE001 - a supervisor bug must not lose the other cells
-            result = CellResult(cell, [_supervisor_error_record(cell, exc)])
+            result = CellResult(part, [_supervisor_error_record(part, exc)])
             not_installed = False
-        finished.put((cell, result, not_installed))
+        finished.put((label, result, not_installed))
 
     free = jobs
     running: dict[str, int] = {}
-    pending = list(runnable)
+    pending = list(units)
     interrupted = False
     while pending or running:
         try:
             if not interrupted:
-                for cell in list(pending):
+                for unit in list(pending):
+                    label, cell, part, shard = unit
                     need = _slots(cell, jobs)
                     if need > free:
                         continue
-                    pending.remove(cell)
+                    pending.remove(unit)
                     free -= need
-                    running[cell.name] = need
+                    running[label] = need
+                    cell_started.setdefault(cell.name, time.monotonic())
                     runtime = cell.runtime_name or "reference"
                     if cell.release:
                         runtime += f" {cell.release}"
-                    progress.cell_started(cell.name, f"{cell.backend} {_shape(cell)}, {runtime}, {cell.runtime_label()}")
-                    threading.Thread(target=work, args=(cell,), name=f"cell-{cell.name}", daemon=True).start()
+                    what = f"{cell.backend} {_shape(cell)}, {runtime}, {cell.runtime_label()}"
+                    if shard:
+                        what += f"; part of its paths: {' '.join(part.paths)}"
+                    progress.cell_started(label, what)
+                    threading.Thread(target=work, args=(label, part, shard), name=f"cell-{label}", daemon=True).start()
             if not running:
                 break
             try:
-                cell, result, not_installed = finished.get(timeout=0.2)
+                label, result, not_installed = finished.get(timeout=0.2)
             except queue.Empty:
                 continue
-            except KeyboardInterrupt:
-                interrupted = True
-                cancel.set()
-                progress.note("interrupted: stopping every running cell and writing the partial results", cell="run")
-                continue
-            free += running.pop(cell.name)
+            cell, _ = by_label[label]
+            free += running.pop(label)
             if not_installed:
                 install_failed.append(cell.name)
-            progress.cell_finished(cell.name, _counts_text(result) + f" in {result.wall:.1f}s")
-            write_cell_xml(cell.name, result.records, junit_dir / f"{cell.name}.xml")
-            results[cell.name] = result
+            progress.cell_finished(label, _counts_text(result) + f" in {result.wall:.1f}s")
+            part_results.setdefault(cell.name, []).append(result)
+            if len(part_results[cell.name]) == parts_of[cell.name]:
+                parts = part_results[cell.name]
+                if len(parts) > 1:
+                    result = _combine(cell, parts, time.monotonic() - cell_started[cell.name])
+                    progress.note(f"{len(parts)} parts: " + _counts_text(result) + f" in {result.wall:.1f}s",
+                                  cell=cell.name)
+                write_cell_xml(cell.name, result.records, junit_dir / f"{cell.name}.xml")
+                results[cell.name] = result
             if result.interrupted and not interrupted:  # a cell saw the interrupt first: stop the rest
                 interrupted = True
                 cancel.set()
@@ -350,6 +456,12 @@ def _run_cells(cells: list[Cell], settings: RunSettings, out: Path, junit_dir: P
                 interrupted = True
                 cancel.set()
                 progress.note("interrupted: stopping every running cell and writing the partial results", cell="run")
+    for cell in runnable:  # interrupted: a split cell whose parts did not all finish keeps what did
+        if cell.name not in results and part_results.get(cell.name):
+            result = _combine(cell, part_results[cell.name], time.monotonic() - cell_started[cell.name])
+            result.interrupted = True
+            write_cell_xml(cell.name, result.records, junit_dir / f"{cell.name}.xml")
+            results[cell.name] = result
     wall = time.monotonic() - started
     ordered = [results[c.name] for c in cells if c.name in results]
 

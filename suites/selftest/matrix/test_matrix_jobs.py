@@ -32,11 +32,20 @@ SUITE = {
         def test_after_the_death():
             pass
     ''',
+    "more/test_more.py": '''
+        import os
+
+        def test_in_a_second_path():
+            assert os.environ["HARNESS_DEVICES"] in ("1", "2")
+
+        def test_fails_in_c():
+            assert os.environ["HARNESS_CELL"] != "c"
+    ''',
 }
 
 MATRIX = """
     [defaults]
-    paths = ["tests"]
+    paths = ["tests", "more"]
 
     [cells.a]
     devices = 1
@@ -66,16 +75,24 @@ def test_jobs_give_the_same_results_as_one_cell_at_a_time(tmp_path: Path) -> Non
     assert _outcomes(three, "a")["tests/test_mixed.py::test_after_the_death"][0] == "passed"
     assert _outcomes(three, "b")["tests/test_mixed.py::test_fails_in_b"][0] == "failed"
     assert _outcomes(three, "c")["tests/test_mixed.py::test_skipped_in_c"][0] == "skipped"
+    assert _outcomes(three, "c")["more/test_more.py::test_fails_in_c"][0] == "failed"
+    # with cells at once, a cell of two test paths runs as two processes of the same cell; its
+    # JUnit file holds every test, in the order of the cell's paths
+    assert list(three.records("a")) == list(one.records("a"))
+    assert "cell a[1/2]" in three.stderr and "cell a[2/2]" in three.stderr
+    assert "cell a[" not in one.stderr
     # the summary lists the cells in matrix order, whatever order they finished in
     summary = [line.split(":")[0] for line in three.stdout.splitlines() if re.match(r"^[abc]: ", line)]
     assert summary == ["a", "b", "c"]
     assert "up to 3 cell process(es) at once" in three.stderr
-    # every progress line is whole and every cell boundary names its cell
+    # every progress line is whole and every cell boundary names its cell (or part of it)
     lines = three.stderr.splitlines()
     assert all(line.startswith("[xharness ") for line in lines if line.strip()), three.stderr
     for cell in ("a", "b", "c"):
-        assert any(re.search(rf"cell {cell} \(\d/3\) starting", line) for line in lines), three.stderr
-        assert any(f"cell {cell} done: " in line for line in lines), three.stderr
+        for part in ("1/2", "2/2"):
+            assert any(re.search(rf"cell {cell}\[{part}\] \(\d/6\) starting", line) for line in lines), three.stderr
+            assert any(f"cell {cell}[{part}] done: " in line for line in lines), three.stderr
+        assert any(f"{cell}: 2 parts: " in line for line in lines), three.stderr
 
 
 def test_jobs_must_be_positive(tmp_path: Path) -> None:
