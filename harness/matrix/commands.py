@@ -311,6 +311,19 @@ def _shards(cell: Cell, settings: RunSettings, jobs: int, times: dict[str, float
     return [dataclasses.replace(cell, paths=tuple(part)) for part in parts]
 
 
+def _long_cells(cells: list[Cell], jobs: int, previous: dict[str, float]) -> set[str]:
+    """The cells worth splitting (each part pays the start-up again): those that took more than
+    half a slot's share of the last run, else the largest cells by their size guess."""
+    if jobs < 2 or not cells:
+        return set()
+    known = {c.name: previous[c.name] for c in cells if c.name in previous}
+    if known:
+        share = sum(known.values()) / jobs
+        return {name for name, wall in known.items() if wall > share / 2}
+    largest = max(_size_guess(c) for c in cells)
+    return {c.name for c in cells if _size_guess(c) == largest}
+
+
 def _combine(cell: Cell, parts: list[CellResult], wall: float) -> CellResult:
     """One cell's result from its parts: records in the cell's path order, one wall time."""
     records = [r for part in parts for r in part.records]
@@ -382,8 +395,9 @@ def _run_cells(cells: list[Cell], settings: RunSettings, out: Path, junit_dir: P
     # the units that run: a cell, or the parts of a long cell split over two processes
     units: list[tuple[str, Cell, Cell, str]] = []  # (label, cell, part, shard directory)
     parts_of: dict[str, int] = {}
+    long_cells = _long_cells(runnable, jobs, previous or {})
     for cell in runnable:
-        parts = _shards(cell, settings, jobs, (path_times or {}).get(cell.name, {}))
+        parts = _shards(cell, settings, jobs, (path_times or {}).get(cell.name, {})) if cell.name in long_cells else [cell]
         parts_of[cell.name] = len(parts)
         for i, part in enumerate(parts, start=1):
             if len(parts) == 1:
