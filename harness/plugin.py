@@ -115,6 +115,10 @@ def pytest_configure(config: pytest.Config) -> None:
         config.addinivalue_line("markers", line)
     request_cpu_devices()
     _hypothesis_profiles(config)
+    if os.environ.get("JAX_COMPILATION_CACHE_DIR"):  # a cell of `xharness run`, or the user's own
+        from harness import compile_cache
+
+        compile_cache.install()  # entries written atomically: other processes read them meanwhile
     if _is_xdist_worker(config):
         timeout = config.getoption("xharness_timeout")
         if timeout:  # each worker guards its own tests

@@ -17,11 +17,15 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
+import queue
 import signal
 import sys
+import threading
 import time
 from pathlib import Path
 
+from harness import compile_cache
 from harness.errors import UsageError
 from harness.matrix.config import (
     RELEASED_RUNTIMES,
@@ -33,11 +37,19 @@ from harness.matrix.config import (
     load_matrix,
 )
 from harness.matrix.probe import probe
-from harness.matrix.progress import Progress
-from harness.matrix.supervisor import CellResult, CellRun, RunSettings
+from harness.matrix.progress import CellProgress, Progress
+from harness.matrix.supervisor import (
+    NO_TESTS_ID,
+    SESSION_ID,
+    CellResult,
+    CellRun,
+    RunSettings,
+    split_pytest_args,
+)
 from harness.report.records import ERROR, FAILED, FLAKY, SKIPPED, Attempt, TestRecord
 
 CELL_ID = "xharness::cell"  # the record of a cell this machine cannot run
+_ENV_LOCK = threading.Lock()
 
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -59,6 +71,12 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-a
                      "own cached environment")
     run.add_argument("--reruns", type=int, default=0, help="rerun failed tests up to N times (flaky detection)")
     run.add_argument("--timeout", type=float, help="per-test time limit in seconds (default: the cell's)")
+    run.add_argument("-j", "--jobs", type=int, default=None, metavar="N",
+                     help=f"run up to N cells at once; a cell of P processes takes P of the N "
+                     f"(default: the machine's cores, {default_jobs()} here)")
+    run.add_argument("--compile-cache", default=None, metavar="DIR|off",
+                     help="JAX's persistent compilation cache, shared by the cells and kept across "
+                     "runs (default: $XHARNESS_COMPILE_CACHE, else ~/.cache/xharness/jax)")
     run.add_argument("pytest_args", nargs=argparse.REMAINDER, help="-- then arguments for pytest")
     run.set_defaults(handler=run_command)
 
@@ -119,6 +137,10 @@ def run_command(args: argparse.Namespace) -> int:
         raise _usage_error("--reruns must be 0 or more")
     if args.timeout is not None and not args.timeout > 0:
         raise _usage_error("--timeout must be a positive number of seconds")
+    if args.jobs is not None and args.jobs < 1:
+        raise _usage_error("-j/--jobs must be 1 or more")
+    jobs = args.jobs or default_jobs()
+    cache = compile_cache.choose(args.compile_cache)
     names = [n.strip() for n in (args.cells or "").split(",") if n.strip()]
     try:
         cells = matrix.select(names)
@@ -146,19 +168,23 @@ def run_command(args: argparse.Namespace) -> int:
         timeout=args.timeout,
         pytest_args=tuple(pytest_args),
         repro_prefix=prefix,
+        compile_cache=cache,
+        cancel=threading.Event(),
     )
     junit_dir = out / "junit"
     junit_dir.mkdir(parents=True, exist_ok=True)
+    previous = _previous_walls(out / "matrix.json")
+    path_times = {c.name: _previous_path_times(c, junit_dir / f"{c.name}.xml") for c in cells}
     for stale in junit_dir.glob("*.xml"):  # this run's directory describes this run only
         stale.unlink()
 
     # a cancelled CI job sends SIGTERM: treat it like Ctrl-C, so every launch stops its process
     # groups (they run in their own sessions and would otherwise outlive us) and results are kept
-    previous = signal.signal(signal.SIGTERM, _interrupt)
+    handler = signal.signal(signal.SIGTERM, _interrupt)
     try:
-        return _run_cells(cells, settings, out, junit_dir)
+        return _run_cells(cells, settings, out, junit_dir, jobs, previous, path_times)
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        signal.signal(signal.SIGTERM, handler)
 
 
 def _interrupt(signum: int, frame: object) -> None:
@@ -194,64 +220,286 @@ def _unavailable(cell: Cell, code: int) -> int:
     return code
 
 
-def _launch(cell: Cell, settings: RunSettings, progress: Progress) -> tuple[CellResult, bool]:
+def _launch(cell: Cell, settings: RunSettings, progress: CellProgress, shard: str = "") -> tuple[CellResult, bool]:
     """Run one cell: in this interpreter, or in its release's environment (built if needed).
-    The flag says the release could not be installed (the cell then has an error record)."""
+    The flag says the release could not be installed (the cell then has an error record).
+    ``shard`` names a part of a cell split over several processes (its logs go below the cell's)."""
     name = cell.runtime_name or "reference"
     cell_settings = dataclasses.replace(settings, runtime=name)
     if not cell.release:
-        return CellRun(cell, cell_settings, progress).run(), False
+        run = CellRun(cell, cell_settings, progress)
+        if shard:
+            run.logs = run.logs / shard
+        return run.run(), False
     from harness.adapters import envs
     from harness.adapters.releases import ReleaseCellRun, install_error_record
 
     try:
-        env = envs.ensure_env(name, cell.release, progress=progress.note)
+        with _ENV_LOCK:  # two cells of one release must not build its environment at once
+            env = envs.ensure_env(name, cell.release, progress=progress.note)
     except envs.ReleaseInstallError as exc:
         progress.note(f"error: {exc}")
         return CellResult(cell, [install_error_record(cell, exc)]), True
     return ReleaseCellRun(cell, cell_settings, progress, str(env.python)).run(), False
 
 
-def _run_cells(cells: list[Cell], settings: RunSettings, out: Path, junit_dir: Path) -> int:
+def default_jobs() -> int:
+    """Cells at once by default: the cores this process may use."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+def _previous_walls(path: Path) -> dict[str, float]:
+    """Each cell's wall time in the last run written to this output directory (``matrix.json``),
+    used to start the longest cells first; empty when there is none or it cannot be read."""
+    try:
+        data = json.loads(path.read_text())
+        return {str(c["cell"]): float(c["wall"]) for c in data.get("cells", []) if not c.get("skipped")}
+    except (OSError, ValueError, TypeError, KeyError, AttributeError):
+        return {}
+
+
+def _previous_path_times(cell: Cell, junit: Path) -> dict[str, float]:
+    """Seconds per test path of ``cell`` in the last run (its JUnit file), for splitting it."""
+    if not junit.exists():
+        return {}
+    try:
+        from harness.report.junit import read_records
+
+        records = read_records(junit)
+    except Exception:  # noqa: BLE001 - an unreadable old report only loses the estimate
+        return {}
+    times = dict.fromkeys(cell.paths, 0.0)
+    for record in records:
+        owner = _owning_path(cell.paths, record.file or record.nodeid.partition("::")[0])
+        if owner is not None:
+            times[owner] += record.duration
+    return times
+
+
+def _owning_path(paths: tuple[str, ...], file: str) -> str | None:
+    for path in paths:
+        if file == path or file.startswith(path.rstrip("/") + "/"):
+            return path
+    return None
+
+
+def _shards(cell: Cell, settings: RunSettings, jobs: int, times: dict[str, float]) -> list[Cell]:
+    """A long single-process cell split by its test paths over two processes of the same cell
+    environment, when cells run at once. The processes are the cell as much as one is: same
+    variables, same options; the supervisor already restarts a cell's pytest mid-run after a
+    crash, so no test may depend on another file having run before it in the same process.
+    Balanced by the last run's seconds per path (largest first onto the lighter part), else by
+    alternating the paths. One part (the cell itself) when there is nothing to split."""
+    if jobs < 2 or cell.multiprocess or cell.release or len(cell.paths) < 2:
+        return [cell]
+    if split_pytest_args(settings.pytest_args, settings.matrix.root)[0]:  # paths given after --
+        return [cell]
+    parts: list[list[str]] = [[], []]
+    if times and any(times.values()):
+        loads = [0.0, 0.0]
+        for path in sorted(cell.paths, key=lambda p: -times.get(p, 0.0)):
+            lighter = loads.index(min(loads))
+            parts[lighter].append(path)
+            loads[lighter] += times.get(path, 0.0)
+    else:
+        for i, path in enumerate(cell.paths):
+            parts[i % 2].append(path)
+    parts = [sorted(part, key=cell.paths.index) for part in parts if part]
+    return [dataclasses.replace(cell, paths=tuple(part)) for part in parts]
+
+
+def _long_cells(cells: list[Cell], jobs: int, previous: dict[str, float]) -> set[str]:
+    """The cells worth splitting (each part pays the start-up again): those that took more than
+    half a slot's share of the last run, else the largest cells by their size guess."""
+    if jobs < 2 or not cells:
+        return set()
+    known = {c.name: previous[c.name] for c in cells if c.name in previous}
+    if known:
+        share = sum(known.values()) / jobs
+        return {name for name, wall in known.items() if wall > share / 2}
+    largest = max(_size_guess(c) for c in cells)
+    return {c.name for c in cells if _size_guess(c) == largest}
+
+
+def _combine(cell: Cell, parts: list[CellResult], wall: float) -> CellResult:
+    """One cell's result from its parts: records in the cell's path order, one wall time."""
+    records = [r for part in parts for r in part.records]
+    if any(r.nodeid != NO_TESTS_ID for r in records):  # a part whose paths select nothing is fine
+        records = [r for r in records if r.nodeid != NO_TESTS_ID]
+    else:
+        records = records[:1]
+    rank = {p: i for i, p in enumerate(cell.paths)}
+
+    def where(record: TestRecord) -> int:
+        owner = _owning_path(cell.paths, record.file or record.nodeid.partition("::")[0])
+        return rank.get(owner, len(rank)) if owner is not None else len(rank)
+
+    records.sort(key=where)  # stable: collection order within a path
+    for record in records:
+        record.cell = cell.name
+    return CellResult(cell, records, wall, sum(p.launches for p in parts),
+                      interrupted=any(p.interrupted for p in parts))
+
+
+def _size_guess(cell: Cell) -> int:
+    if cell.multiprocess:
+        return cell.devices
+    return cell.total_devices * len(cell.paths)
+
+
+def _slots(cell: Cell, jobs: int) -> int:
+    """What a cell takes of ``-j``: one slot per process (never more than there are)."""
+    return min(cell.processes, jobs)
+
+
+def _run_cells(cells: list[Cell], settings: RunSettings, out: Path, junit_dir: Path, jobs: int = 1,
+               previous: dict[str, float] | None = None,
+               path_times: dict[str, dict[str, float]] | None = None) -> int:
+    """Every cell, up to ``jobs`` process slots at once, each cell in a thread of its own that
+    supervises its processes. Results are written and summarized in matrix order whatever order
+    the cells finish in. Ctrl-C or SIGTERM stops every running cell and keeps what ran."""
     from harness.report.junit import write_cell_xml
 
     progress = Progress(len(cells))
+    cache = settings.compile_cache
+    if cache is not None:
+        progress.note(cache.note, cell="run")
+    if jobs > 1:
+        progress.note(f"up to {jobs} cell process(es) at once (-j {jobs})", cell="run")
     started = time.monotonic()
-    results: list[CellResult] = []
+    results: dict[str, CellResult] = {}
     install_failed: list[str] = []
+    runnable: list[Cell] = []
     for cell in cells:
         found = probe(cell)
         if not found.available:
             progress.cell_skipped(cell.name, found.reason)
             result = CellResult(cell, [_skipped_cell_record(cell, found.reason)], skipped=found.reason)
+            write_cell_xml(cell.name, result.records, junit_dir / f"{cell.name}.xml")
+            results[cell.name] = result
         else:
-            runtime = cell.runtime_name or "reference"
-            if cell.release:
-                runtime += f" {cell.release}"
-            progress.cell_started(cell.name, f"{cell.backend} {_shape(cell)}, {runtime}, {cell.runtime_label()}")
-            result, not_installed = _launch(cell, settings, progress)
+            runnable.append(cell)
+    # the longest cells first, so the last to finish is a short one: by the last run's times, else
+    # by a rough size (devices times test paths; a multi-process cell runs only its marked tests)
+    order = {c.name: i for i, c in enumerate(runnable)}
+    if previous:
+        runnable.sort(key=lambda c: (-previous.get(c.name, float("inf")), order[c.name]))
+    elif jobs > 1:
+        runnable.sort(key=lambda c: (-_size_guess(c), order[c.name]))
+    finished: queue.Queue[tuple[str, CellResult, bool]] = queue.Queue()
+    cancel = settings.cancel or threading.Event()
+    settings = dataclasses.replace(settings, cancel=cancel)
+    # the units that run: a cell, or the parts of a long cell split over two processes
+    units: list[tuple[str, Cell, Cell, str]] = []  # (label, cell, part, shard directory)
+    parts_of: dict[str, int] = {}
+    long_cells = _long_cells(runnable, jobs, previous or {})
+    for cell in runnable:
+        parts = _shards(cell, settings, jobs, (path_times or {}).get(cell.name, {})) if cell.name in long_cells else [cell]
+        parts_of[cell.name] = len(parts)
+        for i, part in enumerate(parts, start=1):
+            if len(parts) == 1:
+                units.append((cell.name, cell, part, ""))
+            else:
+                units.append((f"{cell.name}[{i}/{len(parts)}]", cell, part, f"part{i}"))
+    by_label = {label: (cell, part) for label, cell, part, _ in units}
+    progress.total_cells += len(units) - len(runnable)  # each part is counted as it starts and ends
+    part_results: dict[str, list[CellResult]] = {}
+    cell_started: dict[str, float] = {}
+
+    def work(label: str, part: Cell, shard: str) -> None:
+        try:
+            result, not_installed = _launch(part, settings, progress.for_cell(label), shard)
+        except BaseException as exc:  # noqa: BLE001 - a supervisor bug must not lose the other cells
+            result = CellResult(part, [_supervisor_error_record(part, exc)])
+            not_installed = False
+        finished.put((label, result, not_installed))
+
+    free = jobs
+    running: dict[str, int] = {}
+    pending = list(units)
+    interrupted = False
+    while pending or running:
+        try:
+            if not interrupted:
+                for unit in list(pending):
+                    label, cell, part, shard = unit
+                    need = _slots(cell, jobs)
+                    if need > free:
+                        continue
+                    pending.remove(unit)
+                    free -= need
+                    running[label] = need
+                    cell_started.setdefault(cell.name, time.monotonic())
+                    runtime = cell.runtime_name or "reference"
+                    if cell.release:
+                        runtime += f" {cell.release}"
+                    what = f"{cell.backend} {_shape(cell)}, {runtime}, {cell.runtime_label()}"
+                    if shard:
+                        what += f"; part of its paths: {' '.join(part.paths)}"
+                    progress.cell_started(label, what)
+                    threading.Thread(target=work, args=(label, part, shard), name=f"cell-{label}", daemon=True).start()
+            if not running:
+                break
+            try:
+                label, result, not_installed = finished.get(timeout=0.2)
+            except queue.Empty:
+                continue
+            cell, _ = by_label[label]
+            free += running.pop(label)
             if not_installed:
                 install_failed.append(cell.name)
-            progress.cell_finished(cell.name, _counts_text(result) + f" in {result.wall:.1f}s")
-        write_cell_xml(cell.name, result.records, junit_dir / f"{cell.name}.xml")
-        results.append(result)
-        if result.interrupted:  # keep what ran, report it, and stop
-            progress.note("interrupted: writing the partial results")
-            break
+            progress.cell_finished(label, _counts_text(result) + f" in {result.wall:.1f}s")
+            part_results.setdefault(cell.name, []).append(result)
+            if len(part_results[cell.name]) == parts_of[cell.name]:
+                parts = part_results[cell.name]
+                if len(parts) > 1:
+                    result = _combine(cell, parts, time.monotonic() - cell_started[cell.name])
+                    progress.note(f"{len(parts)} parts: " + _counts_text(result) + f" in {result.wall:.1f}s",
+                                  cell=cell.name)
+                write_cell_xml(cell.name, result.records, junit_dir / f"{cell.name}.xml")
+                results[cell.name] = result
+            if result.interrupted and not interrupted:  # a cell saw the interrupt first: stop the rest
+                interrupted = True
+                cancel.set()
+                progress.note("interrupted: writing the partial results", cell="run")
+        except KeyboardInterrupt:  # Ctrl-C or SIGTERM: stop every cell, keep what ran
+            if not interrupted:
+                interrupted = True
+                cancel.set()
+                progress.note("interrupted: stopping every running cell and writing the partial results", cell="run")
+    for cell in runnable:  # interrupted: a split cell whose parts did not all finish keeps what did
+        if cell.name not in results and part_results.get(cell.name):
+            result = _combine(cell, part_results[cell.name], time.monotonic() - cell_started[cell.name])
+            result.interrupted = True
+            write_cell_xml(cell.name, result.records, junit_dir / f"{cell.name}.xml")
+            results[cell.name] = result
     wall = time.monotonic() - started
+    ordered = [results[c.name] for c in cells if c.name in results]
 
     from harness.report.api import finish_run
 
     finish_run(out)
-    _write_run_summary(out / "matrix.json", results, wall)
-    code = _print_summary(results, wall, out)
-    if any(r.interrupted for r in results):
+    _write_run_summary(out / "matrix.json", ordered, wall, jobs)
+    code = _print_summary(ordered, wall, out)
+    if cache is not None and cache.path is not None:
+        compile_cache.trim(cache.path)
+    if interrupted or any(r.interrupted for r in ordered):
         return 130
     if install_failed:
         from harness.adapters.releases import EXIT_INSTALL
 
         return EXIT_INSTALL
     return code
+
+
+def _supervisor_error_record(cell: Cell, exc: BaseException) -> TestRecord:
+    record = TestRecord(nodeid=SESSION_ID, cell=cell.name)
+    record.attempts.append(Attempt(ERROR, message=f"the supervisor of cell {cell.name} failed: "
+                                                  f"{type(exc).__name__}: {exc}"))
+    return record
 
 
 def _skipped_cell_record(cell: Cell, reason: str) -> TestRecord:
@@ -268,7 +516,7 @@ def _counts_text(result: CellResult) -> str:
     return ", ".join(f"{counts[k]} {k}" for k in order if counts.get(k)) or "no tests"
 
 
-def _write_run_summary(path: Path, results: list[CellResult], wall: float) -> None:
+def _write_run_summary(path: Path, results: list[CellResult], wall: float, jobs: int = 1) -> None:
     """Machine-readable timings: per-cell wall time, test time and the supervisor's overhead."""
     from harness.report.files import write_atomic
 
@@ -283,7 +531,7 @@ def _write_run_summary(path: Path, results: list[CellResult], wall: float) -> No
             "launches": r.launches,
             "counts": r.counts(),
         })
-    write_atomic(path, (json.dumps({"wall": round(wall, 3), "cells": cells}, indent=2) + "\n").encode())
+    write_atomic(path, (json.dumps({"wall": round(wall, 3), "jobs": jobs, "cells": cells}, indent=2) + "\n").encode())
 
 
 def _print_summary(results: list[CellResult], wall: float, out: Path) -> int:

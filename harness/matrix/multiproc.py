@@ -31,6 +31,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -282,8 +283,10 @@ class Launch:
         grace: float = 10.0,
         idle_limit: float = 300.0,
         on_event: EventCallback | None = None,
+        cancel: threading.Event | None = None,
     ) -> None:
         self.specs = specs
+        self.cancel = cancel  # set by the run when it is interrupted (cells running in threads)
         self.cwd = cwd
         self.test_timeout = test_timeout
         self.grace = grace
@@ -336,6 +339,8 @@ class Launch:
 
     def _watch(self) -> None:
         while True:
+            if self.cancel is not None and self.cancel.is_set():
+                raise KeyboardInterrupt("the run was interrupted")
             now = time.monotonic()
             for state in self.ranks:
                 self._drain(state)

@@ -19,10 +19,12 @@ import os
 import shlex
 import shutil
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from harness.compile_cache import CacheChoice
 from harness.errors import UsageError
 from harness.matrix.config import OWNED_ENV, Cell, Matrix
 from harness.matrix.events import Event
@@ -42,7 +44,7 @@ from harness.matrix.multiproc import (
     turn_order,
 )
 from harness.matrix.outcomes import attempt_from_reports, merge_ranks, properties_from_reports
-from harness.matrix.progress import Progress
+from harness.matrix.progress import CellProgress, Progress
 from harness.report.records import (
     ERROR,
     FAILED,
@@ -73,6 +75,10 @@ class RunSettings:
     repro_prefix: str = "xharness run"  # plus --matrix/--runtime when they are not the defaults
     grace: float = 10.0  # at most this long past a test's limit before the watchdog steps in
     idle_limit: float = 300.0
+    #: JAX's persistent compilation cache for the cells' processes (None: leave the environment be)
+    compile_cache: CacheChoice | None = None
+    #: set when the run is interrupted: every cell running in a thread stops its launch
+    cancel: threading.Event | None = None
 
 
 @dataclass
@@ -119,7 +125,7 @@ def split_pytest_args(args: tuple[str, ...], root: Path) -> tuple[list[str], lis
 
 
 class CellRun:
-    def __init__(self, cell: Cell, settings: RunSettings, progress: Progress) -> None:
+    def __init__(self, cell: Cell, settings: RunSettings, progress: Progress | CellProgress) -> None:
         self.cell = cell
         self.settings = settings
         self.progress = progress
@@ -205,6 +211,8 @@ class CellRun:
         scrubbed = (*_SCRUBBED_ENV, TURN_DIR_ENV, TURN_ORDER_ENV)
         base_env = {k: v for k, v in os.environ.items() if k not in scrubbed and k not in OWNED_ENV}
         base_env.update(self.cell.environment(self.settings.runtime))
+        if self.settings.compile_cache is not None:
+            base_env = self.settings.compile_cache.environment(base_env)
         base_env["PYTHONUNBUFFERED"] = "1"
         turns = None
         if self.cell.multiprocess:
@@ -227,6 +235,7 @@ class CellRun:
             grace=self.grace,
             idle_limit=self.settings.idle_limit,
             on_event=self._on_event,
+            cancel=self.settings.cancel,
         ).run()
         if turns is not None:
             self.turns = describe_turns(read_turns(turns))

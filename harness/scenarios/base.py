@@ -9,6 +9,7 @@ is decided by matching it against the signatures, never by the variant itself.
 
 from __future__ import annotations
 
+import importlib
 import re
 import signal as _signal
 from collections.abc import Callable
@@ -23,18 +24,32 @@ class InvariantViolation(AssertionError):
 
 @dataclass(frozen=True)
 class Signature:
-    """How a bug shows itself: an exception type and message pattern, or a fatal signal."""
+    """How a bug shows itself: an exception type and message pattern, or a fatal signal.
+
+    ``exception`` is the type, or ``"module:Name"`` for a type of a module that starts JAX (the
+    runtime's errors): it is imported when an exception is matched, never for listing the catalog.
+    """
 
     name: str
-    exception: type[BaseException] | None = None
+    exception: type[BaseException] | str | None = None
     message: str = ""  # regular expression searched in str(exception)
     signal: int | None = None
     crash_mode: str = "raise"  # the HARNESS_CRASH_MODE under which this signature appears
 
+    def exception_type(self) -> type[BaseException] | None:
+        """The exception class (imported now when given as ``"module:Name"``)."""
+        if isinstance(self.exception, str):
+            module, _, name = self.exception.partition(":")
+            found = getattr(importlib.import_module(module), name)
+            assert isinstance(found, type) and issubclass(found, BaseException), self.exception
+            return found
+        return self.exception
+
     def matches_exception(self, exc: BaseException) -> bool:
+        wanted = self.exception_type()
         return (
-            self.exception is not None
-            and isinstance(exc, self.exception)
+            wanted is not None
+            and isinstance(exc, wanted)
             and re.search(self.message, str(exc)) is not None
         )
 
@@ -45,11 +60,12 @@ class Signature:
         if self.signal is not None:
             return f"signal {_signal.Signals(self.signal).name}"
         assert self.exception is not None
-        return (
-            f"{self.exception.__name__}: /{self.message}/"
-            if self.message
+        name = (
+            self.exception.rpartition(":")[2]
+            if isinstance(self.exception, str)
             else self.exception.__name__
         )
+        return f"{name}: /{self.message}/" if self.message else name
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import faulthandler
 import json
+import os
 import sys
 
 RESULT_MARKER = "XHARNESS-SCENARIO-RESULT"
@@ -42,7 +43,11 @@ def main(argv: list[str] | None = None) -> int:
 
     import jax
 
+    from harness import compile_cache
     from harness.scenarios import registry, runner
+
+    if os.environ.get("JAX_COMPILATION_CACHE_DIR"):
+        compile_cache.install()
 
     scenario = registry.get(args.scenario)
     devices = len(jax.devices())

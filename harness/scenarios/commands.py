@@ -52,6 +52,13 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         "--timeout", type=float, default=600.0, help="seconds before the run counts as hung"
     )
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument(
+        "--compile-cache",
+        default=None,
+        metavar="DIR|off",
+        help="JAX's persistent compilation cache for the run (default: $XHARNESS_COMPILE_CACHE, "
+        "else ~/.cache/xharness/jax)",
+    )
     control = p.add_mutually_exclusive_group()
     control.add_argument(
         "--explore",
@@ -169,6 +176,12 @@ def cmd_repro(args: argparse.Namespace) -> int:
         raise UsageError(f"unknown runtime {args.runtime!r}; known: {', '.join(RUNTIMES)}")
     env, devices = _cell_environment(args)
     _check_faults(env.get("HARNESS_FAULTS", ""))
+    from harness import compile_cache
+
+    cache = compile_cache.choose(args.compile_cache)
+    if cache.path is None and "cannot be used" in cache.note:
+        print(f"xharness: {cache.note}", file=sys.stderr)
+    env = cache.environment(env)
     unmet = scenario.needs.unmet(devices)
     if unmet:
         raise UsageError(
@@ -262,6 +275,8 @@ _HUNG_TAIL = 400  # lines of a hung child's stderr shown: the whole stack dump, 
 
 def _check_faults(raw: str) -> None:
     """``HARNESS_FAULTS`` may only name known switches (checked before launching the child)."""
+    if not raw.strip():  # nothing to check: do not start JAX in this process for it
+        return
     from harness.runtime.faults import SWITCHES
 
     unknown = sorted({n.strip() for n in raw.split(",") if n.strip()} - SWITCHES.keys())

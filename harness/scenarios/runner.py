@@ -26,12 +26,16 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-import harness.runtime as xr
 from harness import sched
-from harness.runtime import topology
-from harness.runtime.testing import isolated
+from harness.lazy import lazy
 from harness.scenarios import explore
 from harness.scenarios.base import Context, Scenario, Variant
+
+# the runtime (and JAX) is imported when a scenario runs: ``xharness repro`` only builds the
+# command line and judges the child's result here
+xr = lazy("harness.runtime")
+topology = lazy("harness.runtime.topology")
+testing = lazy("harness.runtime.testing")
 
 PASSED, REPRODUCED, NOT_REPRODUCED, FAILED = "passed", "reproduced", "not-reproduced", "failed"
 
@@ -146,7 +150,7 @@ def _controlled(variant: Variant, ctx: Context) -> Callable[[], None]:
     that every run depends on its schedule alone (DFS runs the body again for each schedule)."""
 
     def body() -> None:
-        with isolated(reset_topology=True):
+        with testing.isolated(reset_topology=True):
             topology.reset()
             variant(Context(seed=ctx.seed, inject=ctx.inject, devices=ctx.devices))
 
@@ -163,7 +167,7 @@ def _judge_variant(
     injected = xr.faults.inject(scenario.fault) if ctx.inject else contextlib.nullcontext()
     try:
         # each variant starts as in a fresh process: discovery counts from zero
-        with isolated(reset_topology=True), injected:
+        with testing.isolated(reset_topology=True), injected:
             topology.reset()
             if how is None:
                 scenario.variants[name](ctx)

@@ -1,0 +1,127 @@
+"""``xharness run -j N``: cells at once give the same per-cell results as one at a time, in the
+same order, with progress lines that stay readable (whole lines, each naming its cell)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from matrix_helpers import run_matrix, write_matrix, write_suite
+
+from harness.matrix.progress import Progress
+
+SUITE = {
+    "tests/test_mixed.py": '''
+        import os
+        import pytest
+
+        def test_passes():
+            assert os.environ["HARNESS_CELL"]
+
+        def test_fails_in_b():
+            assert os.environ["HARNESS_CELL"] != "b", "fails in cell b only"
+
+        @pytest.mark.skipif(os.environ["HARNESS_CELL"] == "c", reason="not in c")
+        def test_skipped_in_c():
+            pass
+
+        def test_dies_in_a():
+            if os.environ["HARNESS_CELL"] == "a":
+                os._exit(3)
+
+        def test_after_the_death():
+            pass
+    ''',
+    "more/test_more.py": '''
+        import os
+
+        def test_in_a_second_path():
+            assert os.environ["HARNESS_DEVICES"] in ("1", "2")
+
+        def test_fails_in_c():
+            assert os.environ["HARNESS_CELL"] != "c"
+    ''',
+}
+
+MATRIX = """
+    [defaults]
+    paths = ["tests", "more"]
+
+    [cells.a]
+    devices = 1
+    [cells.b]
+    devices = 2
+    [cells.c]
+    devices = 1
+"""
+
+
+def _outcomes(result, cell: str) -> dict[str, tuple[str, str]]:  # noqa: ANN001
+    return {n: (r.classification, r.final.message.splitlines()[0] if r.final.message else "")
+            for n, r in result.records(cell).items()}
+
+
+def test_jobs_give_the_same_results_as_one_cell_at_a_time(tmp_path: Path) -> None:
+    write_suite(tmp_path, SUITE)
+    write_matrix(tmp_path, MATRIX)
+    one = run_matrix(tmp_path, "-j", "1", "--compile-cache", "off")
+    (tmp_path / "out").rename(tmp_path / "out-j1")
+    one.out = tmp_path / "out-j1"
+    three = run_matrix(tmp_path, "-j", "3", "--compile-cache", "off")
+    assert one.returncode == three.returncode == 1, one.stdout + one.stderr + three.stdout + three.stderr
+    for cell in ("a", "b", "c"):
+        assert _outcomes(one, cell) == _outcomes(three, cell), cell
+    assert _outcomes(three, "a")["tests/test_mixed.py::test_dies_in_a"][0] == "error"
+    assert _outcomes(three, "a")["tests/test_mixed.py::test_after_the_death"][0] == "passed"
+    assert _outcomes(three, "b")["tests/test_mixed.py::test_fails_in_b"][0] == "failed"
+    assert _outcomes(three, "c")["tests/test_mixed.py::test_skipped_in_c"][0] == "skipped"
+    assert _outcomes(three, "c")["more/test_more.py::test_fails_in_c"][0] == "failed"
+    # with cells at once, the largest cell (b: most devices) runs as two processes of the same
+    # cell, one per test path; its JUnit file holds every test, in the order of the cell's paths
+    assert list(three.records("b")) == list(one.records("b"))
+    assert "cell b[1/2]" in three.stderr and "cell b[2/2]" in three.stderr
+    assert "cell a[" not in three.stderr and "cell b[" not in one.stderr
+    # the summary lists the cells in matrix order, whatever order they finished in
+    summary = [line.split(":")[0] for line in three.stdout.splitlines() if re.match(r"^[abc]: ", line)]
+    assert summary == ["a", "b", "c"]
+    assert "up to 3 cell process(es) at once" in three.stderr
+    # every progress line is whole and every cell boundary names its cell (or part of it)
+    lines = three.stderr.splitlines()
+    assert all(line.startswith("[xharness ") for line in lines if line.strip()), three.stderr
+    for cell in ("a", "c"):
+        assert any(re.search(rf"cell {cell} \(\d/4\) starting", line) for line in lines), three.stderr
+        assert any(f"cell {cell} done: " in line for line in lines), three.stderr
+    for part in ("1/2", "2/2"):
+        assert any(re.search(rf"cell b\[{part}\] \(\d/4\) starting", line) for line in lines), three.stderr
+        assert any(f"cell b[{part}] done: " in line for line in lines), three.stderr
+    assert any("b: 2 parts: " in line for line in lines), three.stderr
+
+
+def test_jobs_must_be_positive(tmp_path: Path) -> None:
+    write_suite(tmp_path, SUITE)
+    write_matrix(tmp_path, MATRIX)
+    result = run_matrix(tmp_path, "-j", "0")
+    assert result.returncode == 2
+    assert "-j/--jobs must be 1 or more" in result.stderr
+
+
+def test_progress_of_cells_running_at_once_names_each_cell() -> None:
+    import io
+
+    stream = io.StringIO()
+    progress = Progress(3, stream=stream, interval=0.0)
+    progress.cell_started("cpu-1", "one device")
+    progress.cell_started("cpu-8", "eight devices")
+    one, eight = progress.for_cell("cpu-1"), progress.for_cell("cpu-8")
+    one.collected(4)
+    eight.collected(10)
+    eight.test_done("t::a", "passed")
+    one.test_done("t::b", "failed")
+    eight.note("restarting pytest for the 3 remaining test(s)")
+    progress.cell_finished("cpu-1", "1 failed")
+    text = stream.getvalue()
+    assert "running 2: cpu-1 0/4, cpu-8 1/10; done 0/3, run: 0 failed" in text
+    assert "FAILED t::b [cpu-1]" in text
+    assert "cell cpu-1 (1/3): 1/4 tests, 1 failed; run: 1 failed" in text
+    assert "cpu-8: restarting pytest for the 3 remaining test(s)" in text
+    assert "cell cpu-1 done: 1 failed" in text
