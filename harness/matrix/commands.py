@@ -341,7 +341,8 @@ def _combine(cell: Cell, parts: list[CellResult], wall: float) -> CellResult:
     for record in records:
         record.cell = cell.name
     return CellResult(cell, records, wall, sum(p.launches for p in parts),
-                      interrupted=any(p.interrupted for p in parts))
+                      interrupted=any(p.interrupted for p in parts),
+                      parts_overhead=sum(p.overhead for p in parts))
 
 
 def _size_guess(cell: Cell) -> int:
@@ -527,7 +528,7 @@ def _write_run_summary(path: Path, results: list[CellResult], wall: float, jobs:
             "skipped": r.skipped,
             "wall": round(r.wall, 3),
             "test_time": round(r.test_time, 3),
-            "overhead": round(r.wall - r.test_time, 3) if not r.skipped else 0.0,
+            "overhead": round(r.overhead, 3) if not r.skipped else 0.0,
             "launches": r.launches,
             "counts": r.counts(),
         })

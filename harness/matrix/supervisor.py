@@ -89,10 +89,20 @@ class CellResult:
     launches: int = 0
     skipped: str = ""  # why the cell did not run here
     interrupted: bool = False  # stopped by Ctrl-C: the records are partial
+    #: a cell split into parts that ran at once: the parts' own overheads, summed (its in-test
+    #: time then exceeds its wall time, so wall minus tests would be negative)
+    parts_overhead: float | None = None
 
     @property
     def test_time(self) -> float:
         return sum(r.duration for r in self.records)
+
+    @property
+    def overhead(self) -> float:
+        """Time the supervisor and start-up took beyond the tests themselves."""
+        if self.parts_overhead is not None:
+            return self.parts_overhead
+        return self.wall - self.test_time
 
     def counts(self) -> dict[str, int]:
         out: dict[str, int] = {}

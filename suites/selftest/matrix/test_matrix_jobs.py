@@ -95,6 +95,12 @@ def test_jobs_give_the_same_results_as_one_cell_at_a_time(tmp_path: Path) -> Non
         assert any(re.search(rf"cell b\[{part}\] \(\d/4\) starting", line) for line in lines), three.stderr
         assert any(f"cell b[{part}] done: " in line for line in lines), three.stderr
     assert any("b: 2 parts: " in line for line in lines), three.stderr
+    # a split cell's overhead is its parts' own, never its in-test time (summed over parts that
+    # ran at once) taken from its wall time
+    import json
+
+    timings = {c["cell"]: c for c in json.loads((three.out / "matrix.json").read_text())["cells"]}
+    assert all(c["overhead"] >= 0 for c in timings.values()), timings
 
 
 def test_jobs_must_be_positive(tmp_path: Path) -> None:
@@ -125,3 +131,22 @@ def test_progress_of_cells_running_at_once_names_each_cell() -> None:
     assert "cell cpu-1 (1/3): 1/4 tests, 1 failed; run: 1 failed" in text
     assert "cpu-8: restarting pytest for the 3 remaining test(s)" in text
     assert "cell cpu-1 done: 1 failed" in text
+
+
+def test_a_split_cells_overhead_is_its_parts_own() -> None:
+    """Two parts of 10 s wall with 9 s of tests each, run at once: the cell's wall is 10 s and
+    its tests 18 s; its overhead is 2 s, not -8 s."""
+    from harness.matrix.commands import _combine
+    from harness.matrix.config import Cell
+    from harness.matrix.supervisor import CellResult
+    from harness.report.records import Attempt, TestRecord
+
+    cell = Cell(name="big", paths=("a", "b"))
+    parts = [
+        CellResult(cell, [TestRecord(f"{p}/test_x.py::test_{p}", "big", attempts=[Attempt("passed", 9.0)])], 10.0, 1)
+        for p in ("a", "b")
+    ]
+    whole = _combine(cell, parts, 10.0)
+    assert whole.test_time == 18.0 and whole.wall == 10.0
+    assert whole.overhead == 2.0
+    assert parts[0].overhead == 1.0
