@@ -204,3 +204,22 @@ def require(adapter: Adapter, *needed: str) -> None:
     missing = [c for c in needed if c not in adapter.capabilities]
     if missing:
         raise Unsupported(f"runtime {adapter.name} {adapter.version()} lacks {', '.join(missing)}")
+
+
+class TorchStyleAliasing:
+    """Aliases and in-place ops for runtimes with torch's tensor API (the reference runtime and
+    PyTorch/XLA): the machine's alias kinds map onto the same methods in both."""
+
+    def alias(self, t: Any, kind: str, arg: Any = None) -> Any:
+        if kind == "detach":
+            return t.detach()
+        if kind == "reshape":
+            return t.view(tuple(arg))
+        if kind == "transpose":
+            return t.T if arg is None else t.permute(*arg)
+        if kind == "index":
+            return t[arg]
+        raise ValueError(f"unknown alias kind {kind!r}")
+
+    def inplace(self, t: Any, op: str, other: Any) -> None:
+        getattr(t, f"{op}_")(other)

@@ -11,7 +11,7 @@ import numpy as np
 from harness.adapters import base
 
 
-class ReferenceAdapter(base.BaseAdapter):
+class ReferenceAdapter(base.TorchStyleAliasing, base.BaseAdapter):
     name = "reference"
     capabilities = frozenset(base.CAPABILITIES)
 
@@ -70,20 +70,6 @@ class ReferenceAdapter(base.BaseAdapter):
 
     def wait(self) -> None:
         self.xr.wait_device_ops()
-
-    def alias(self, t: Any, kind: str, arg: Any = None) -> Any:
-        if kind == "detach":
-            return t.detach()
-        if kind == "reshape":
-            return t.view(tuple(arg))
-        if kind == "transpose":
-            return t.T if arg is None else t.permute(*arg)
-        if kind == "index":
-            return t[arg]
-        raise ValueError(f"unknown alias kind {kind!r}")
-
-    def inplace(self, t: Any, op: str, other: Any) -> None:
-        getattr(t, f"{op}_")(other)
 
     def derive(self, t: Any) -> Any:
         return t * 2.0 + 1.0

@@ -45,7 +45,7 @@ def _configure_environment() -> None:
         os.environ["CPU_NUM_DEVICES"] = os.environ.get("JAX_NUM_CPU_DEVICES") or _DEFAULT_CPU_DEVICES
 
 
-class TorchXlaAdapter(base.BaseAdapter):
+class TorchXlaAdapter(base.TorchStyleAliasing, base.BaseAdapter):
     name = "torch_xla"
 
     def __init__(self) -> None:
@@ -212,20 +212,6 @@ class TorchXlaAdapter(base.BaseAdapter):
     def read_handles(self, tensors: Sequence[Any]) -> list[Any]:
         _ids, values = self.C._get_tensors_xla_device_data_node(list(tensors))
         return list(values)
-
-    def alias(self, t: Any, kind: str, arg: Any = None) -> Any:
-        if kind == "detach":
-            return t.detach()
-        if kind == "reshape":
-            return t.view(tuple(arg))
-        if kind == "transpose":
-            return t.t() if arg is None else t.permute(*arg)
-        if kind == "index":
-            return t[arg]
-        raise ValueError(f"unknown alias kind {kind!r}")
-
-    def inplace(self, t: Any, op: str, other: Any) -> None:
-        getattr(t, f"{op}_")(other)
 
     def derive(self, t: Any) -> Any:
         return t * 2 + 1
