@@ -8,6 +8,7 @@ from harness.properties.base import (
     KnownFinding,
     _release,
     explained,
+    isolated_invariants,
     known_findings,
 )
 
@@ -42,3 +43,8 @@ def test_every_finding_names_a_known_invariant_and_scenario() -> None:
     for finding in KNOWN_FINDINGS:
         assert finding.invariant in invariants, finding
         assert not finding.scenario or finding.scenario in scenarios, finding
+
+
+def test_invariants_whose_failure_breaks_the_process_are_named_for_isolation() -> None:
+    assert isolated_invariants("torch_xla", "2.9.0") == ["partial-sync", "sync-aliasing"]
+    assert isolated_invariants("jax", "0.10.2") == []
