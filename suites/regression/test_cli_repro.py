@@ -140,3 +140,31 @@ def test_schedule_flags_are_checked_before_anything_runs(tmp_path: Path, capsys)
     assert info.value.code == 2
     with pytest.raises(SystemExit):
         main(["repro", "race-on-handles", "--explore", "chaos"])
+
+
+def test_unknown_switch_from_the_command_line(tmp_path: Path) -> None:
+    proc = run_xharness("repro", "aliased-save", cwd=tmp_path, env={"HARNESS_FAULTS": "typo"})
+    assert proc.returncode == 2, proc.stderr
+    assert "unknown fault switch(es) 'typo'" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_forced_switch_from_the_command_line(tmp_path: Path) -> None:
+    proc = run_xharness("repro", "unhashable-spec", cwd=tmp_path, env={"HARNESS_FAULTS": "unhashable-spec"})
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "note: fault switch 'unhashable-spec' was forced on by HARNESS_FAULTS" in proc.stdout
+    assert "replay: HARNESS_FAULTS=unhashable-spec xharness repro unhashable-spec" in proc.stdout
+
+
+def test_hung_child_dumps_its_stacks(tmp_path: Path) -> None:
+    """A run past its limit shows where the child was. The hang is made certain, and placed after
+    start-up, by a device that never finishes its first execution (a 600 s execution delay)."""
+    proc = run_xharness(
+        "repro", "lost-sharding", "--timeout", "6", cwd=tmp_path, timeout=120,
+        env={"HARNESS_EXECUTION_DELAY": "600"},
+    )
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "hung: no result within 6 s" in proc.stdout
+    assert "most recent call first" in proc.stderr, proc.stderr
+    assert "b'" not in proc.stderr
+    assert "replay: HARNESS_EXECUTION_DELAY=600 xharness repro lost-sharding --seed 0" in proc.stdout

@@ -4,11 +4,9 @@ from __future__ import annotations
 
 import dataclasses
 import subprocess
-from pathlib import Path
 
 import numpy as np
 import pytest
-from cli_helpers import run_xharness
 
 import harness.runtime as xr
 from harness.cli import main
@@ -78,13 +76,6 @@ def test_unknown_switch_in_harness_faults_is_a_usage_error(
     assert "HARNESS_FAULTS" in err and "'no-such-switch'" in err and "aliased-save" in err
 
 
-def test_unknown_switch_from_the_command_line(tmp_path: Path) -> None:
-    proc = run_xharness("repro", "aliased-save", cwd=tmp_path, env={"HARNESS_FAULTS": "typo"})
-    assert proc.returncode == 2, proc.stderr
-    assert "unknown fault switch(es) 'typo'" in proc.stderr
-    assert "Traceback" not in proc.stderr
-
-
 def broken_only_when_switched_on(ctx: Context) -> None:
     if xr.faults.active(FAULT):
         raise InvariantViolation("broken by the switch")
@@ -108,13 +99,6 @@ def test_no_note_without_the_scenario_switch(monkeypatch: pytest.MonkeyPatch) ->
     monkeypatch.setenv("HARNESS_FAULTS", FAULT)
     injected = runner.run(_scenario(only=broken_only_when_switched_on), True, seed=0, devices=1)
     assert injected.outcome == runner.REPRODUCED and injected.note == ""
-
-
-def test_forced_switch_from_the_command_line(tmp_path: Path) -> None:
-    proc = run_xharness("repro", "unhashable-spec", cwd=tmp_path, env={"HARNESS_FAULTS": "unhashable-spec"})
-    assert proc.returncode == 1, proc.stdout + proc.stderr
-    assert "note: fault switch 'unhashable-spec' was forced on by HARNESS_FAULTS" in proc.stdout
-    assert "replay: HARNESS_FAULTS=unhashable-spec xharness repro unhashable-spec" in proc.stdout
 
 
 # ---------------------------------------------------------------- needs
@@ -150,17 +134,3 @@ def test_hung_child_stderr_is_decoded(
     assert 'File "x.py", line 3 in spin' in captured.err
     assert "b'" not in captured.err
     assert calls[0][calls[0].index("--timeout") + 1] == "7.0"
-
-
-def test_hung_child_dumps_its_stacks(tmp_path: Path) -> None:
-    """A run past its limit shows where the child was. The hang is made certain, and placed after
-    start-up, by a device that never finishes its first execution (a 600 s execution delay)."""
-    proc = run_xharness(
-        "repro", "lost-sharding", "--timeout", "6", cwd=tmp_path, timeout=120,
-        env={"HARNESS_EXECUTION_DELAY": "600"},
-    )
-    assert proc.returncode == 1, proc.stdout + proc.stderr
-    assert "hung: no result within 6 s" in proc.stdout
-    assert "most recent call first" in proc.stderr, proc.stderr
-    assert "b'" not in proc.stderr
-    assert "replay: HARNESS_EXECUTION_DELAY=600 xharness repro lost-sharding --seed 0" in proc.stdout
