@@ -20,13 +20,17 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 #: settings of a search: deterministic (the same counterexample on every machine), no deadline
-#: (XLA compile times vary), no example database (a search must not depend on earlier runs)
+#: (XLA compile times vary), no example database (a search must not depend on earlier runs), and
+#: no explain phase: after shrinking it re-runs the counterexample hundreds of times to mark which
+#: parts could vary, which took 4 to 8 s of the 0.5 to 9 s a schedule search needs, for notes the
+#: shrunk schedule already makes plain (its draws are its preemptions)
 SEARCH_SETTINGS = dict(
     deadline=None,
+    phases=[phase for phase in Phase if phase is not Phase.explain],
     derandomize=True,
     database=None,
     print_blob=True,
