@@ -5,6 +5,7 @@ cache costs time, never a result."""
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -43,6 +44,26 @@ def test_environment_sets_or_removes_the_jax_variables(tmp_path: Path) -> None:
     assert on[compile_cache.ENV] == str(tmp_path) and on["KEEP"] == "1"
     off = compile_cache.CacheChoice(None, "").environment(base)
     assert "JAX_COMPILATION_CACHE_DIR" not in off and off[compile_cache.ENV] == "off"
+
+
+def test_children_write_bytecode_under_the_cache_not_into_the_tree(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    (tree / "some_module.py").write_text("VALUE = 1\n")
+    base = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "PYTHONPATH": str(tree)}
+    base.pop("PYTHONPYCACHEPREFIX", None)
+    env = compile_cache.CacheChoice(tmp_path / "jax", "").environment(base)
+    assert "PYTHONDONTWRITEBYTECODE" not in env
+    assert env["PYTHONPYCACHEPREFIX"] == str(tmp_path / "cache" / "xharness" / "pycache")
+    subprocess.run([sys.executable, "-c", "import some_module"], env=env, check=True, cwd=tmp_path)
+    assert list(Path(env["PYTHONPYCACHEPREFIX"]).rglob("some_module*.pyc"))
+    assert not (tree / "__pycache__").exists()
+    # the user's own prefix is kept; with the cache off, the environment is left as it was
+    own = compile_cache.CacheChoice(tmp_path / "jax", "").environment({**base, "PYTHONPYCACHEPREFIX": "/mine"})
+    assert own["PYTHONPYCACHEPREFIX"] == "/mine" and own["PYTHONDONTWRITEBYTECODE"] == "1"
+    off = compile_cache.CacheChoice(None, "").environment(base)
+    assert off["PYTHONDONTWRITEBYTECODE"] == "1" and "PYTHONPYCACHEPREFIX" not in off
 
 
 def test_an_explicit_unusable_directory_is_a_usage_error(tmp_path: Path) -> None:
