@@ -15,7 +15,9 @@ place, so a process reading it at the same moment (another cell, another rank, a
 leftover) can see a truncated executable. :func:`install` makes every write go to a private
 temporary file first and renames it into place (``os.replace`` is atomic on one file system), so
 a reader sees a whole entry or none. An entry that still cannot be read (a corrupt file) is
-JAX's documented case: it warns and compiles, and the result of the test is the same.
+JAX's documented case: it warns and compiles, and the result of the test is the same. JAX writes
+from process 0 only, while each rank's key names its own devices; :func:`install` has every rank
+write, or the second rank of a two-process cell would compile every program in every run.
 
 Bytecode: a cell starts a fresh Python that imports the harness, JAX and every test module; under
 ``PYTHONDONTWRITEBYTECODE`` (set by many containers to keep ``__pycache__`` out of source trees)
@@ -232,5 +234,44 @@ def install() -> bool:
         return found
 
     cc.get_file_cache = get_file_cache
+    _write_from_every_rank()
     _installed = True
     return True
+
+
+def _write_from_every_rank() -> None:
+    """Let every process of a multi-process run write its compiled programs, not only process 0.
+
+    JAX writes cache entries from process 0 alone (against write contention on shared file
+    systems; the atomic writer above makes concurrent writers safe on a local one). But the key of
+    a program includes the compiling process's own devices, so the entry process 0 writes never
+    serves the other ranks: without this, every rank but the first compiles every program of
+    every run, and the first waits for it at the next collective. Left alone on a JAX whose
+    writer differs from the one this replaces."""
+    import inspect
+    import warnings
+
+    from jax._src import compilation_cache as cc
+    from jax._src import compiler, config, distributed
+
+    original = getattr(compiler, "_cache_write", None)
+    put = getattr(cc, "put_executable_and_time", None)
+    if original is None or put is None or getattr(original, "_xharness", False):
+        return
+    if list(inspect.signature(original).parameters) != [
+        "cache_key", "compile_time_secs", "module_name", "backend", "executable", "host_callbacks"
+    ]:
+        return
+
+    def cache_write(cache_key, compile_time_secs, module_name, backend, executable, host_callbacks):  # type: ignore[no-untyped-def]
+        if (distributed.global_state.process_id == 0 or host_callbacks
+                or compile_time_secs < config.persistent_cache_min_compile_time_secs.value):
+            return original(cache_key, compile_time_secs, module_name, backend, executable, host_callbacks)
+        try:
+            put(cache_key, module_name, executable, backend, int(compile_time_secs))
+        except Exception as exc:  # noqa: BLE001 - the cache is only ever an optimisation
+            warnings.warn(f"Error writing persistent compilation cache entry for '{module_name}': "
+                          f"{type(exc).__name__}: {exc}", stacklevel=2)
+
+    cache_write._xharness = True  # type: ignore[attr-defined]
+    compiler._cache_write = cache_write

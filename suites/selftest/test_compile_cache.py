@@ -146,6 +146,52 @@ def test_cells_use_the_cache_and_a_corrupt_cache_loses_no_result(tmp_path: Path)
     assert [r.classification for r in second.records("b").values()] == ["passed"]
 
 
+RANKS_SUITE = {
+    "tests/test_ranks.py": '''
+        import os
+        from pathlib import Path
+
+        import jax
+        import numpy as np
+        from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+        def test_every_rank_compiles_a_program_over_both_processes():
+            hits = []
+            jax.monitoring.register_event_listener(
+                lambda event, **_: hits.append(event) if event.endswith("/cache_hits") else None)
+            sharding = NamedSharding(Mesh(np.array(jax.devices()), ("d",)), PartitionSpec("d"))
+            n = len(jax.devices())
+            x = jax.make_array_from_callback((n,), sharding, lambda i: np.arange(n, dtype=np.float32)[i])
+            assert float(jax.jit(lambda a: (a * 3).sum())(x)) == 3 * n * (n - 1) / 2
+            rank = os.environ["HARNESS_PROCESS_ID"]
+            Path(os.environ["HITS_DIR"], f"rank{rank}").write_text(str(len(hits)))
+    ''',
+}
+
+
+def test_every_rank_of_a_multi_process_cell_reads_its_programs_back(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """JAX writes entries from process 0 only, and each rank's key differs: the harness has every
+    rank write, so that in the next run no rank compiles again."""
+    write_suite(tmp_path, RANKS_SUITE)
+    write_matrix(tmp_path, """
+        [cells.two]
+        processes = 2
+        devices = 2
+        paths = ["tests"]
+    """)
+    cache = tmp_path / "cache"
+    hits = tmp_path / "hits"
+    hits.mkdir()
+    monkeypatch.setenv("HITS_DIR", str(hits))
+    runs = []
+    for _ in range(2):
+        result = run_matrix(tmp_path, "--compile-cache", str(cache))
+        assert result.returncode == 0, result.stdout + result.stderr
+        runs.append({rank: int((hits / f"rank{rank}").read_text()) for rank in (0, 1)})
+    assert runs[0] == {0: 0, 1: 0}  # an empty cache: both compile
+    assert runs[1][0] >= 1 and runs[1][1] >= 1, runs  # the second run: both read their program
+
+
 def test_run_with_an_unusable_cache_directory_says_so_and_exits_2(tmp_path: Path) -> None:
     write_suite(tmp_path, SUITE)
     write_matrix(tmp_path, '[cells.a]\npaths = ["tests"]\n')

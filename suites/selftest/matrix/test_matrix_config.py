@@ -159,3 +159,24 @@ def test_malformed_matrix_exits_2_with_its_line(tmp_path: Path) -> None:
         proc = xharness(*args, cwd=tmp_path, timeout=60)
         assert proc.returncode == 2
         assert f"{path}:3: cells.a.processes: must be a positive integer" in proc.stderr
+
+
+def test_multiprocess_cells_reach_every_test_marked_multiprocess() -> None:
+    """The two-process cells name the modules they run (collecting every suite in each rank is
+    slow): a test marked ``multiprocess`` in any other module would silently never run there."""
+    import subprocess
+    import sys
+
+    listed = subprocess.run(
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-m", "multiprocess", "-p", "no:cacheprovider", "suites"],
+        cwd=ROOT, capture_output=True, text=True, check=False,
+    )
+    assert listed.returncode == 0, listed.stdout[-2000:] + listed.stderr[-2000:]
+    marked = {line.split("::")[0] for line in listed.stdout.splitlines() if "::" in line}
+    assert "suites/regression/test_catalog.py" in marked  # the collection really saw the marks
+    for cell in load_matrix(SHIPPED).cells.values():
+        if not cell.multiprocess:
+            continue
+        covered = [p.rstrip("/") for p in cell.paths]
+        missing = [f for f in marked if not any(f == p or f.startswith(p + "/") for p in covered)]
+        assert not missing, f"cell {cell.name} does not run {missing}"
