@@ -39,6 +39,8 @@ _MARKERS = (
     "slices(n): needs at least n slices (real or simulated by the cell); skipped otherwise",
     "cell(name, ...): runs only in the named matrix cells (--cell or HARNESS_CELL); skipped otherwise",
     "multiprocess: exercises several processes or slices; multi-process cells select these with -m",
+    "own_process: starts fresh Python processes without the cell's topology to check what does not "
+    "depend on the cell; the shipped matrix runs these in cpu-8 only (-m 'not own_process' elsewhere)",
 )
 
 

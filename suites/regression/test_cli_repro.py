@@ -11,6 +11,8 @@ from cli_helpers import run_xharness
 from harness.cli import main
 from harness.scenarios import registry
 
+pytestmark = pytest.mark.own_process  # each repro is a fresh process of its own topology
+
 
 def test_list_json_names_every_scenario(capsys) -> None:
     assert main(["list", "--json"]) == 0

@@ -167,6 +167,7 @@ def test_dtypes_round_trip_by_name(tmp_path: Path, name: str) -> None:
     assert loaded["tensor"].dtype == dtype and loaded["ndarray"].dtype == dtype
 
 
+@pytest.mark.own_process
 def test_bfloat16_loads_in_a_process_without_jax(tmp_path: Path) -> None:
     """The name resolves through ml_dtypes when numpy alone does not know it."""
     import subprocess

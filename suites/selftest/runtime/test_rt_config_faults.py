@@ -74,6 +74,7 @@ def test_env_switches(monkeypatch: pytest.MonkeyPatch) -> None:
     assert faults.enabled() == frozenset()
 
 
+@pytest.mark.own_process
 def test_env_options_in_a_fresh_process() -> None:
     code = (
         "import harness.runtime as xr\n"
