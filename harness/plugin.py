@@ -41,6 +41,9 @@ _MARKERS = (
     "multiprocess: exercises several processes or slices; multi-process cells select these with -m",
     "own_process: starts fresh Python processes without the cell's topology to check what does not "
     "depend on the cell; the shipped matrix runs these in cpu-8 only (-m 'not own_process' elsewhere)",
+    "options_independent: the outcome does not depend on the runtime options a cell sets (the test "
+    "sets both itself, from its examples or parameters, or uses no runtime); cells that differ only "
+    "in those options would run it identically, so the shipped matrix leaves it out of cpu-8-nofunc",
 )
 
 

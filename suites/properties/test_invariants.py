@@ -2,7 +2,10 @@
 
 These are the invariants' own ready hypothesis tests, run under the plugin's profile (the
 derandomized ``xharness`` profile in CI; ``--hypothesis-profile xharness-explore`` searches wider).
-They run in every CPU cell; the pure ones also per rank in the multi-process cells.
+They run in every CPU cell; the pure ones also per rank in the multi-process cells. Those whose
+examples set the runtime options themselves (functionalization and param aliasing are drawn) are
+marked ``options_independent``: cpu-8-nofunc, which differs from cpu-8 only in an option, would
+repeat their examples exactly, and leaves them to cpu-8.
 """
 
 from __future__ import annotations
@@ -31,24 +34,45 @@ from harness.properties import (
     WAITING_SYNC,
 )
 
+OPTIONS_INDEPENDENT = pytest.mark.options_independent
+#: the invariants whose every example sets both runtime options the matrix's cells differ in
+SETS_OPTIONS = (SYNC_ALIASING, BUFFER_SHARING, SYNC_WAITS, SAVE_ALIASING, VIEW_WRITES, SHARED_BUFFER, PARTIAL_SYNC)
+
 test_spec_normalization = pytest.mark.multiprocess(SPEC_NORMALIZATION.hypothesis_test())
 test_op_sharding_cache = pytest.mark.multiprocess(OP_SHARDING_CACHE.hypothesis_test())
 test_coverage = pytest.mark.multiprocess(COVERAGE.hypothesis_test())
 test_round_trip = ROUND_TRIP.hypothesis_test()
 test_host_copy = HOST_COPY.hypothesis_test()
 test_sharding_preservation = SHARDING_PRESERVATION.hypothesis_test()
-test_sync_aliasing = SYNC_ALIASING.hypothesis_test()
+test_sync_aliasing = OPTIONS_INDEPENDENT(SYNC_ALIASING.hypothesis_test())
 test_discovery_idempotence = pytest.mark.multiprocess(DISCOVERY_IDEMPOTENCE.hypothesis_test())
 test_donation = DONATION.hypothesis_test()
 test_uneven_split = pytest.mark.multiprocess(UNEVEN_SPLIT.hypothesis_test())
 test_view_sharding = VIEW_SHARDING.hypothesis_test()
-test_buffer_sharing = BUFFER_SHARING.hypothesis_test()
-test_sync_waits = SYNC_WAITS.hypothesis_test()
-test_save_aliasing = SAVE_ALIASING.hypothesis_test()
-test_view_writes = VIEW_WRITES.hypothesis_test()
-test_shared_buffer = SHARED_BUFFER.hypothesis_test()
+test_buffer_sharing = OPTIONS_INDEPENDENT(BUFFER_SHARING.hypothesis_test())
+test_sync_waits = OPTIONS_INDEPENDENT(SYNC_WAITS.hypothesis_test())
+test_save_aliasing = OPTIONS_INDEPENDENT(SAVE_ALIASING.hypothesis_test())
+test_view_writes = OPTIONS_INDEPENDENT(VIEW_WRITES.hypothesis_test())
+test_shared_buffer = OPTIONS_INDEPENDENT(SHARED_BUFFER.hypothesis_test())
 test_waiting_sync = WAITING_SYNC.hypothesis_test()
-test_partial_sync = PARTIAL_SYNC.hypothesis_test()
+test_partial_sync = OPTIONS_INDEPENDENT(PARTIAL_SYNC.hypothesis_test())
+
+
+@pytest.mark.parametrize("invariant", SETS_OPTIONS, ids=[i.id for i in SETS_OPTIONS])
+def test_invariants_marked_options_independent_draw_both_options(invariant) -> None:
+    """What makes the mark true: each example carries both options, and running it sets them."""
+    from hypothesis import find
+
+    from harness.runtime import config
+
+    example = find(invariant.examples(), lambda _: True)
+    assert {"functionalization", "param_aliasing"} <= set(example), example
+    example.pop("schedule", None)  # drawn while the program runs: the free-running order will do
+    flipped = {**example, "functionalization": not config.options.functionalization,
+               "param_aliasing": not config.options.param_aliasing}
+    invariant.check(**flipped)
+    assert (config.options.functionalization, config.options.param_aliasing) == (
+        flipped["functionalization"], flipped["param_aliasing"])
 
 
 def test_every_registered_invariant_runs_here() -> None:

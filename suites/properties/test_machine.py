@@ -28,7 +28,7 @@ from harness.properties.model import AliasModel
 from harness.runtime import faults
 from harness.runtime.errors import DonatedBufferError, RuntimeFault
 
-TestSyncAliasMachine = SyncAliasMachine.TestCase
+TestSyncAliasMachine = pytest.mark.options_independent(SyncAliasMachine.TestCase)
 TestSyncAliasMachine.settings = settings(max_examples=15, stateful_step_count=12, deadline=None)
 
 #: upstream #8482: ``t2 = t1.detach(); mark_step; t2.add_(t2); mark_step``, then read ``t1``
@@ -37,6 +37,7 @@ DETACH_ADD_READ = [Alias(0, 0), MarkStep(), InPlaceTensor(0, 0, "add"), SaveLoad
 SUM_ADD_SAVE_STEP = [Create(1), Derive(0), InPlace(1, "add", 1.0), SaveLoad((1,)), MarkStep(), Read(1)]
 
 
+@pytest.mark.options_independent
 @pytest.mark.parametrize("program", [DETACH_ADD_READ, SUM_ADD_SAVE_STEP], ids=["8482", "8422"])
 @pytest.mark.parametrize("param_aliasing", [True, False])
 @pytest.mark.parametrize("functionalization", [True, False])
@@ -46,6 +47,7 @@ def test_upstream_sequences_hold_when_fixed_and_fail_when_injected(program, func
         run_program(functionalization, param_aliasing, program)
 
 
+@pytest.mark.options_independent
 def test_every_operation_kind_runs_and_agrees() -> None:
     program = [
         Alias(0, 3), Alias(0, 4), Alias(1, 5), InPlace(0, "mul", 2.0), InPlace(2, "sub", 1.0),
@@ -85,6 +87,7 @@ def test_the_model_aliases_like_numpy_views() -> None:
     assert np.array_equal(m.read(base), expected) and view.shape == (4, 6)
 
 
+@pytest.mark.options_independent
 def test_programs_compile_once_per_structure() -> None:
     """A second identical (derandomized) search compiles nothing: every program structure the
     first one met is in the compile cache, whatever values and buffers it ran on."""

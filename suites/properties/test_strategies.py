@@ -15,6 +15,8 @@ import harness.runtime as xr
 from harness.properties import strategies as pst
 from harness.properties.strategies import factorizations
 
+pytestmark = pytest.mark.options_independent  # strategies and meshes: no runtime option is read
+
 NDEV = len(jax.devices())
 
 
