@@ -34,9 +34,9 @@ from harness.properties import (
     WAITING_SYNC,
 )
 
+#: for the invariants whose every example sets both runtime options the matrix's cells differ in
+#: (suites/selftest/matrix/test_matrix_config.py checks that each one marked so does)
 OPTIONS_INDEPENDENT = pytest.mark.options_independent
-#: the invariants whose every example sets both runtime options the matrix's cells differ in
-SETS_OPTIONS = (SYNC_ALIASING, BUFFER_SHARING, SYNC_WAITS, SAVE_ALIASING, VIEW_WRITES, SHARED_BUFFER, PARTIAL_SYNC)
 
 test_spec_normalization = pytest.mark.multiprocess(SPEC_NORMALIZATION.hypothesis_test())
 test_op_sharding_cache = pytest.mark.multiprocess(OP_SHARDING_CACHE.hypothesis_test())
@@ -56,23 +56,6 @@ test_view_writes = OPTIONS_INDEPENDENT(VIEW_WRITES.hypothesis_test())
 test_shared_buffer = OPTIONS_INDEPENDENT(SHARED_BUFFER.hypothesis_test())
 test_waiting_sync = WAITING_SYNC.hypothesis_test()
 test_partial_sync = OPTIONS_INDEPENDENT(PARTIAL_SYNC.hypothesis_test())
-
-
-@pytest.mark.parametrize("invariant", SETS_OPTIONS, ids=[i.id for i in SETS_OPTIONS])
-def test_invariants_marked_options_independent_draw_both_options(invariant) -> None:
-    """What makes the mark true: each example carries both options, and running it sets them."""
-    from hypothesis import find
-
-    from harness.runtime import config
-
-    example = find(invariant.examples(), lambda _: True)
-    assert {"functionalization", "param_aliasing"} <= set(example), example
-    example.pop("schedule", None)  # drawn while the program runs: the free-running order will do
-    flipped = {**example, "functionalization": not config.options.functionalization,
-               "param_aliasing": not config.options.param_aliasing}
-    invariant.check(**flipped)
-    assert (config.options.functionalization, config.options.param_aliasing) == (
-        flipped["functionalization"], flipped["param_aliasing"])
 
 
 def test_every_registered_invariant_runs_here() -> None:

@@ -180,3 +180,46 @@ def test_multiprocess_cells_reach_every_test_marked_multiprocess() -> None:
         covered = [p.rstrip("/") for p in cell.paths]
         missing = [f for f in marked if not any(f == p or f.startswith(p + "/") for p in covered)]
         assert not missing, f"cell {cell.name} does not run {missing}"
+
+
+def _invariants_marked_options_independent() -> list:
+    """The invariants whose test in suites/properties/test_invariants.py carries the mark."""
+    import importlib.util
+
+    from harness.properties import INVARIANTS
+
+    path = ROOT / "suites" / "properties" / "test_invariants.py"
+    spec = importlib.util.spec_from_file_location("_xharness_marked_invariants", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    by_test = {f"test_{i.id.replace('-', '_')}": i for i in INVARIANTS}
+    return [
+        by_test[name] for name, fn in vars(module).items()
+        if name in by_test and any(m.name == "options_independent" for m in getattr(fn, "pytestmark", ()))
+    ]
+
+
+SETS_OPTIONS = _invariants_marked_options_independent()
+
+
+def test_some_invariants_are_marked_options_independent() -> None:
+    assert len(SETS_OPTIONS) >= 5, [i.id for i in SETS_OPTIONS]
+
+
+@pytest.mark.parametrize("invariant", SETS_OPTIONS, ids=[i.id for i in SETS_OPTIONS])
+def test_invariants_marked_options_independent_draw_both_options(invariant) -> None:
+    """cpu-8-nofunc leaves these invariants to cpu-8 (``options_independent``), which is only
+    right while each of their examples carries both runtime options and running it sets them."""
+    from hypothesis import find
+
+    from harness.runtime import config
+
+    example = find(invariant.examples(), lambda _: True)
+    assert {"functionalization", "param_aliasing"} <= set(example), example
+    example.pop("schedule", None)  # drawn while the program runs: the free-running order will do
+    flipped = {**example, "functionalization": not config.options.functionalization,
+               "param_aliasing": not config.options.param_aliasing}
+    invariant.check(**flipped)
+    assert (config.options.functionalization, config.options.param_aliasing) == (
+        flipped["functionalization"], flipped["param_aliasing"])
