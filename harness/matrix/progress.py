@@ -87,9 +87,10 @@ class Progress:
             self._emit(f"cell {cell} ({self._started_count}/{self.total_cells}) starting: {description}")
 
     def cell_skipped(self, cell: str, reason: str) -> None:
+        """A cell this machine cannot run: said once, and out of the count of cells that run
+        (so that the first cell to start is 1 of the cells that will run, whatever was skipped)."""
         with self._lock:
-            self._started_count += 1
-            self.cells_done += 1
+            self.total_cells = max(self._started_count, self.total_cells - 1)
             self._emit(f"cell {cell} skipped: {reason}")
 
     def cell_finished(self, cell: str, summary: str) -> None:

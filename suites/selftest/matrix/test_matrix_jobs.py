@@ -133,6 +133,23 @@ def test_progress_of_cells_running_at_once_names_each_cell() -> None:
     assert "cell cpu-1 done: 1 failed" in text
 
 
+def test_skipped_cells_are_out_of_the_count() -> None:
+    import io
+
+    stream = io.StringIO()
+    progress = Progress(4, stream=stream, interval=0.0)
+    progress.cell_skipped("gpu", "no GPU")
+    progress.cell_skipped("tpu", "no TPU")
+    progress.cell_started("cpu-1", "one device")
+    progress.cell_started("cpu-8", "eight devices")
+    progress.cell_finished("cpu-1", "4 passed")
+    progress.for_cell("cpu-8").collected(10)
+    text = stream.getvalue()
+    assert "cell cpu-1 (1/2) starting" in text and "cell cpu-8 (2/2) starting" in text
+    assert (progress.cells_done, progress.total_cells) == (1, 2)
+    assert "cell gpu skipped: no GPU" in text
+
+
 def test_a_split_cells_overhead_is_its_parts_own() -> None:
     """Two parts of 10 s wall with 9 s of tests each, run at once: the cell's wall is 10 s and
     its tests 18 s; its overhead is 2 s, not -8 s."""
