@@ -8,6 +8,7 @@ merged file is what the dashboard and summary are built from, so all three alway
 from __future__ import annotations
 
 import hashlib
+import re
 import sys
 from pathlib import Path
 
@@ -28,6 +29,15 @@ JUNIT_DIR, MERGED, DASHBOARD, SUMMARY, HISTORY = (
 )
 
 
+_WHEN = re.compile(rb'\s(?:timestamp|hostname)="[^"]*"')
+
+
+def results_digest(junit_bytes: bytes) -> str:
+    """What identifies a report's results: its bytes without the time and host of the merge,
+    so the same results merged again (a second later, or elsewhere) are the same run."""
+    return hashlib.sha256(_WHEN.sub(b"", junit_bytes)).hexdigest()
+
+
 def publish(
     records: list[TestRecord],
     junit_bytes: bytes,
@@ -40,7 +50,7 @@ def publish(
     notes = notes or []
     history = []
     if history_dir is not None:
-        record_run(history_dir, records, hashlib.sha256(junit_bytes).hexdigest())
+        record_run(history_dir, records, results_digest(junit_bytes))
         history = load_history(history_dir)
     if html_out is not None:
         write_atomic(html_out, render_dashboard(records, history, notes=notes))

@@ -165,3 +165,13 @@ def test_html_command(tmp_path: Path) -> None:
     bad.write_text("<x/>")
     assert main(["report", "html", str(bad), "--out", str(tmp_path / "b.html")]) == 2
     assert not (tmp_path / "b.html").exists()
+
+
+def test_the_same_results_merged_at_another_time_are_the_same_run() -> None:
+    from harness.report.api import results_digest
+
+    one = b'<testsuites><testsuite name="cpu-1" timestamp="2026-01-01T00:00:00+00:00" hostname="a" tests="1"/></testsuites>'
+    later = one.replace(b"00:00:00", b"00:00:01").replace(b'hostname="a"', b'hostname="b"')
+    other = one.replace(b'tests="1"', b'tests="2"')
+    assert results_digest(one) == results_digest(later)
+    assert results_digest(one) != results_digest(other)
