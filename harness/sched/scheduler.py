@@ -338,8 +338,10 @@ class Engine:
             error = exc
         finally:
             points._local.task = None
-        if not self._finish(task, error) and error is not None:
+        if not self._finish(task, error) and error is not None and not task.abandoned:
             raise error  # a released thread failing on its own: threading's excepthook says so
+        # (a thread of a torn-down run that fails while it unwinds is that run's failure going on:
+        # the run has reported its own, and the rest would only reach the excepthook as noise)
 
     def _finish(self, task: _Task, error: BaseException | None) -> bool:
         """Mark the task done; True when that happened on its turn in the live run."""
