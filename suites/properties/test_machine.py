@@ -22,6 +22,7 @@ from harness.properties.machine import (
     Sync,
     SyncAliasMachine,
     Wait,
+    programs,
     run_program,
 )
 from harness.properties.model import AliasModel
@@ -98,3 +99,47 @@ def test_programs_compile_once_per_structure() -> None:
     before = executor.metrics.compiles
     assert SYNC_ALIASING.search(max_examples=40) is None
     assert executor.metrics.compiles == before
+
+
+def _aliased_write_at(program: list, start: int) -> bool:
+    """``program[start:]`` opens with an alias, one or two writes, then a save: the motif."""
+    rest = program[start:]
+    if not rest or not isinstance(rest[0], Alias):
+        return False
+    writes = 0
+    for op in rest[1:]:
+        if isinstance(op, InPlace | InPlaceTensor):
+            writes += 1
+            continue
+        return isinstance(op, SaveLoad) and 1 <= writes <= 2
+    return False
+
+
+@pytest.mark.options_independent
+def test_a_motif_puts_its_whole_sequence_in_many_programs_and_keeps_the_length_bound() -> None:
+    """Drawn op by op, an alias, a write through it and a save line up in about one program in a
+    hundred; with the motif, in a good share of them, and never past ``max_ops``."""
+    from hypothesis import given
+    from hypothesis import strategies as st
+
+    vocabulary = ("alias", "inplace", "derive", "save", "mark_step", "read")
+    with_motif = programs(6, scheduled=False, vocabulary=vocabulary, reach=2, min_ops=2, motifs=("aliased_writes",))
+    without = programs(6, scheduled=False, vocabulary=vocabulary, reach=2, min_ops=2)
+    counts = {"with": 0, "without": 0}
+
+    @settings(max_examples=200, derandomize=True, database=None, deadline=None)
+    @given(st.data())
+    def draw(data: st.DataObject) -> None:
+        for name, strategy in (("with", with_motif), ("without", without)):
+            program = data.draw(strategy)["program"]
+            assert 1 <= len(program) <= 6
+            counts[name] += any(_aliased_write_at(program, i) for i in range(len(program)))
+
+    draw()
+    assert counts["with"] >= 40, counts  # a fifth of the programs at least (56 of 200 when written)
+    assert counts["with"] > 3 * counts["without"], counts
+
+
+def test_an_unknown_motif_is_named() -> None:
+    with pytest.raises(ValueError, match="unknown.*known: .*aliased_writes"):
+        programs(motifs=("no_such_motif",))
