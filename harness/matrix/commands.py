@@ -351,6 +351,20 @@ def _size_guess(cell: Cell) -> int:
     return cell.total_devices * len(cell.paths)
 
 
+def start_order(cells: list[Cell], jobs: int, previous: dict[str, float]) -> list[Cell]:
+    """The order cells start in. Cells of several processes first: each needs several slots at
+    once, and one left for the end waits for the last single-process cell to finish while the
+    other slots stay idle (20 s of a default run on two cores). Then the longest first, so the
+    last to finish is a short one: by the last run's wall times, else by a rough size (devices
+    times test paths; a multi-process cell runs only its marked tests). One at a time, matrix order."""
+    order = {c.name: i for i, c in enumerate(cells)}
+    if previous:
+        return sorted(cells, key=lambda c: (-_slots(c, jobs), -previous.get(c.name, float("inf")), order[c.name]))
+    if jobs > 1:
+        return sorted(cells, key=lambda c: (-_slots(c, jobs), -_size_guess(c), order[c.name]))
+    return list(cells)
+
+
 def _slots(cell: Cell, jobs: int) -> int:
     """What a cell takes of ``-j``: one slot per process (never more than there are)."""
     return min(cell.processes, jobs)
@@ -383,13 +397,7 @@ def _run_cells(cells: list[Cell], settings: RunSettings, out: Path, junit_dir: P
             results[cell.name] = result
         else:
             runnable.append(cell)
-    # the longest cells first, so the last to finish is a short one: by the last run's times, else
-    # by a rough size (devices times test paths; a multi-process cell runs only its marked tests)
-    order = {c.name: i for i, c in enumerate(runnable)}
-    if previous:
-        runnable.sort(key=lambda c: (-previous.get(c.name, float("inf")), order[c.name]))
-    elif jobs > 1:
-        runnable.sort(key=lambda c: (-_size_guess(c), order[c.name]))
+    runnable = start_order(runnable, jobs, previous or {})
     finished: queue.Queue[tuple[str, CellResult, bool]] = queue.Queue()
     cancel = settings.cancel or threading.Event()
     settings = dataclasses.replace(settings, cancel=cancel)

@@ -167,3 +167,21 @@ def test_a_split_cells_overhead_is_its_parts_own() -> None:
     assert whole.test_time == 18.0 and whole.wall == 10.0
     assert whole.overhead == 2.0
     assert parts[0].overhead == 1.0
+
+
+def test_cells_of_several_processes_start_first_then_the_longest() -> None:
+    """A two-process cell left for the end of a two-slot run waits for the last one-process cell
+    while the other slot idles; started first, it takes both slots while they are free."""
+    from harness.matrix.commands import start_order
+    from harness.matrix.config import Cell
+
+    cells = [Cell(name="one"), Cell(name="eight", devices=8), Cell(name="two", processes=2, devices=4),
+             Cell(name="short")]
+    last_run = {"one": 40.0, "eight": 90.0, "two": 16.0, "short": 20.0}
+    assert [c.name for c in start_order(cells, 2, last_run)] == ["two", "eight", "one", "short"]
+    # a cell the last run did not have goes before the rest of its kind (nothing says it is short)
+    assert [c.name for c in start_order(cells, 2, {"eight": 90.0})] == ["two", "one", "short", "eight"]
+    assert [c.name for c in start_order(cells, 2, {})][:2] == ["two", "eight"]
+    assert [c.name for c in start_order(cells, 1, {})] == ["one", "eight", "two", "short"]
+    # with one slot a two-process cell takes the one slot, like any cell: only the times order them
+    assert [c.name for c in start_order(cells, 1, last_run)] == ["eight", "one", "short", "two"]
