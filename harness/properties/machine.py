@@ -259,13 +259,14 @@ class Interpreter:
         self.grabbed: list[tuple[Any, np.ndarray]] = []
         self.done: list[Op] = []
         self.skipped: set[str] = set()
-        self._dir = tempfile.TemporaryDirectory(prefix="xharness-machine-")
+        self._dir: tempfile.TemporaryDirectory[str] | None = None  # made at the first save
         self._saves = 0
         for seed in (1, 0):  # a 3-d base, then a 2-d one (reference 0: the newest)
             self._add(self.rt.tensor(_initial(seed)), self.model.create(_initial(seed)))
 
     def close(self) -> None:
-        self._dir.cleanup()
+        if self._dir is not None:
+            self._dir.cleanup()
 
     def _add(self, t: Any, index: int) -> None:
         assert index == len(self.tensors)
@@ -355,6 +356,8 @@ class Interpreter:
 
     def _save_load(self, chosen: list[int]) -> None:
         self._saves += 1
+        if self._dir is None:  # most programs save nothing: a directory each cost 0.5 ms
+            self._dir = tempfile.TemporaryDirectory(prefix="xharness-machine-")
         path = str(Path(self._dir.name) / f"{self._saves}.xh")
         self.rt.save({str(i): self.tensors[i] for i in chosen}, path)
         loaded = self.rt.load(path)
