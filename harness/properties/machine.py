@@ -172,7 +172,7 @@ def operations(vocabulary: tuple[str, ...] | None = None, reach: int = MAX_TENSO
 def _aliased_writes(kinds: st.SearchStrategy[int]) -> st.SearchStrategy[list[Op]]:
     """An alias, one or two writes through it or through its source, then a save of either or
     both: the shape of a checkpoint that misses a write made through another alias (#8482). Drawn
-    op by op, the three line up in about one program in a hundred; as a block, in most."""
+    op by op, the three line up in about one program in a hundred; a block always holds them."""
     pair = st.integers(0, 1)  # the alias just made (0) or its source (1)
     write = st.one_of(
         st.builds(InPlace, pair, st.sampled_from(("add", "sub", "mul")), st.sampled_from(SCALARS)),
