@@ -185,10 +185,22 @@ def _aliased_writes(kinds: st.SearchStrategy[int]) -> st.SearchStrategy[list[Op]
     ).map(lambda parts: [parts[0], *parts[1], parts[2]])
 
 
+def _pending_readers() -> st.SearchStrategy[list[Op]]:
+    """A value derived from a tensor (pending: it reads the tensor's buffer), a write to that
+    tensor, then a sync of the tensor alone or with others: where a partial sync that donates
+    frees a buffer a pending value still reads (#8422's mechanism)."""
+    return st.tuples(
+        st.builds(Derive, st.just(0)),
+        st.builds(InPlace, st.just(1), st.sampled_from(("add", "sub", "mul")), st.sampled_from(SCALARS)),
+        st.builds(Sync, st.lists(st.integers(0, 1), min_size=1, max_size=2).map(tuple), st.booleans()),
+    ).map(list)
+
+
 #: sequences of operations drawn as one block (``programs(motifs=...)``): the operations still
 #: come up one by one as well, and shrinking takes a block apart when fewer operations fail too
 MOTIFS: dict[str, Any] = {
     "aliased_writes": lambda: _aliased_writes(st.integers(0, 8)),
+    "pending_readers": _pending_readers,
 }
 
 
@@ -482,12 +494,12 @@ PARTIAL_SYNC = Invariant(
     check=run_program,
     examples=lambda: programs(
         5, scheduled=False, vocabulary=("inplace", "derive", "sync"),
-        param_aliasing=True, reach=2, min_ops=3,
+        param_aliasing=True, reach=2, min_ops=2, motifs=("pending_readers",),
     ),
     catches=(faults.PARTIAL_SYNC_DONATION,),
     size=lambda example: len(example["program"]),
     max_size=4,
-    max_examples=300,  # short programs, and the bug needs three ops in one order
+    max_examples=300,  # short programs: the budget buys breadth around the motif
     search_examples=400,
     needs=(base.TENSORS, base.ALIASING, base.STEP),
 )
