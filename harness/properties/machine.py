@@ -26,6 +26,7 @@ how the machine catches ``race-on-handles``.
 from __future__ import annotations
 
 import tempfile
+from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
@@ -131,6 +132,11 @@ class ReadHandles:
 
 Op = Create | Alias | InPlace | InPlaceTensor | Derive | MarkStep | Sync | Wait | Read | SaveLoad | Grab | CollectHandles | ReadHandles
 
+def _inplace(dst: st.SearchStrategy[int]) -> st.SearchStrategy[InPlace]:
+    """An in-place op with a Python scalar on the tensor ``dst`` refers to."""
+    return st.builds(InPlace, dst, st.sampled_from(("add", "sub", "mul")), st.sampled_from(SCALARS))
+
+
 _ref = st.integers(0, MAX_TENSORS - 1)
 _refs = st.lists(_ref, min_size=1, max_size=3).map(tuple)
 
@@ -139,7 +145,7 @@ _refs = st.lists(_ref, min_size=1, max_size=3).map(tuple)
 #: saves and handle collection (what the known bugs are made of) come up more often
 VOCABULARY: dict[str, tuple[int, Any]] = {
     "alias": (2, lambda ref, refs: st.builds(Alias, ref, st.integers(0, 8))),
-    "inplace": (2, lambda ref, refs: st.builds(InPlace, ref, st.sampled_from(("add", "sub", "mul")), st.sampled_from(SCALARS))),
+    "inplace": (2, lambda ref, refs: _inplace(ref)),
     "inplace_tensor": (2, lambda ref, refs: st.builds(InPlaceTensor, ref, ref, st.sampled_from(("add", "copy")))),
     "collect": (2, lambda ref, refs: st.builds(CollectHandles, refs)),
     "save": (2, lambda ref, refs: st.builds(SaveLoad, refs)),
@@ -169,17 +175,14 @@ def operations(vocabulary: tuple[str, ...] | None = None, reach: int = MAX_TENSO
     return st.one_of(*weighted)
 
 
-def _aliased_writes(kinds: st.SearchStrategy[int]) -> st.SearchStrategy[list[Op]]:
+def _aliased_writes() -> st.SearchStrategy[list[Op]]:
     """An alias, one or two writes through it or through its source, then a save of either or
     both: the shape of a checkpoint that misses a write made through another alias (#8482). Drawn
     op by op, the three line up in about one program in a hundred; a block always holds them."""
     pair = st.integers(0, 1)  # the alias just made (0) or its source (1)
-    write = st.one_of(
-        st.builds(InPlace, pair, st.sampled_from(("add", "sub", "mul")), st.sampled_from(SCALARS)),
-        st.builds(InPlaceTensor, pair, pair, st.sampled_from(("add", "copy"))),
-    )
+    write = st.one_of(_inplace(pair), st.builds(InPlaceTensor, pair, pair, st.sampled_from(("add", "copy"))))
     return st.tuples(
-        st.builds(Alias, st.just(0), kinds),
+        st.builds(Alias, st.just(0), st.integers(0, 8)),
         st.lists(write, min_size=1, max_size=2),
         st.builds(SaveLoad, st.lists(pair, min_size=1, max_size=2).map(tuple)),
     ).map(lambda parts: [parts[0], *parts[1], parts[2]])
@@ -191,15 +194,15 @@ def _pending_readers() -> st.SearchStrategy[list[Op]]:
     frees a buffer a pending value still reads (#8422's mechanism)."""
     return st.tuples(
         st.builds(Derive, st.just(0)),
-        st.builds(InPlace, st.just(1), st.sampled_from(("add", "sub", "mul")), st.sampled_from(SCALARS)),
+        _inplace(st.just(1)),
         st.builds(Sync, st.lists(st.integers(0, 1), min_size=1, max_size=2).map(tuple), st.booleans()),
     ).map(list)
 
 
 #: sequences of operations drawn as one block (``programs(motifs=...)``): the operations still
 #: come up one by one as well, and shrinking takes a block apart when fewer operations fail too
-MOTIFS: dict[str, Any] = {
-    "aliased_writes": lambda: _aliased_writes(st.integers(0, 8)),
+MOTIFS: dict[str, Callable[[], st.SearchStrategy[list[Op]]]] = {
+    "aliased_writes": _aliased_writes,
     "pending_readers": _pending_readers,
 }
 
