@@ -67,7 +67,7 @@ class DeviceData:
         self.kid: int | None = None  # ``key`` interned, once a graph walk needed it
         self._array = array
         self._error: BaseException | None = None
-        self._ready: sched.Event | None = None if array is not None else sched.Event(name="placeholder")
+        self._ready: sched.Latch | None = None if array is not None else sched.Latch(name="placeholder")
 
     @property
     def is_placeholder(self) -> bool:
@@ -772,14 +772,17 @@ class _Execution:
     def _complete(self, results: list[jax.Array]) -> None:
         # filled first (readers may start), then the execution ends only when the device is done,
         # so that ``wait_device_ops`` means what upstream's does: every execution has completed
-        for result in results:
-            try:
-                result.block_until_ready()
-            except Exception:
-                # a late completion (``wait-gap``) can find its output already donated to a later
-                # execution, which could only run once this one had finished: done, not failed
-                if not result.is_deleted():
-                    raise
+        try:
+            jax.block_until_ready(results)  # one call for every output
+        except Exception:
+            for result in results:
+                try:
+                    result.block_until_ready()
+                except Exception:
+                    # a late completion (``wait-gap``) can find its output already donated to a
+                    # later execution, which could only run once this one had finished: done
+                    if not result.is_deleted():
+                        raise
         metrics.completed += 1
         self.untrack()
 

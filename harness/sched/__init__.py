@@ -9,8 +9,8 @@ choices form a ``Schedule``; printing it with a failure and replaying it reprodu
 What is controlled
     The test body (participant 0) and every ``sched.Thread`` a participant starts (1, 2, ... in
     spawn order). They switch only at schedule points: ``point(name)`` calls, and every operation
-    of ``Event``, ``Lock``, ``RLock``, ``SimpleQueue`` and ``Thread`` (start, join) that
-    synchronizes. A participant that would block on one of those primitives is parked instead,
+    of ``Event`` (and ``Latch``, its set-once form), ``Lock``, ``RLock``, ``SimpleQueue`` and
+    ``Thread`` (start, join) that synchronizes. A participant that would block on one of those primitives is parked instead,
     and resumed when what it waits for holds; a wait with a timeout may be chosen to expire,
     without any real sleep. Deadlocks, livelocks (``max_steps``) and participants stuck in
     something uncontrolled (``stall_timeout``) become errors listing every thread, its point and
@@ -59,7 +59,7 @@ from harness.sched.errors import (
 )
 from harness.sched.hooks import discard_hook, on_activate, on_deactivate
 from harness.sched.points import point
-from harness.sched.primitives import Event, Lock, RLock, SimpleQueue, Thread
+from harness.sched.primitives import Event, Latch, Lock, RLock, SimpleQueue, Thread
 from harness.sched.results import CheckResult, Failure
 from harness.sched.schedule import Schedule
 from harness.sched.scheduler import Decision, RunRecord, Strategy, is_controlled, thread_id
@@ -81,6 +81,7 @@ __all__ = [
     "Event",
     "Failure",
     "HypothesisPolicy",
+    "Latch",
     "LivelockError",
     "Lock",
     "NondeterminismError",

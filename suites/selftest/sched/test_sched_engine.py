@@ -148,6 +148,38 @@ def test_a_timed_wait_may_time_out_without_sleeping() -> None:
     assert result.exhausted and outcomes == {True, False}
 
 
+@pytest.mark.parametrize("wait_timeout", [None, 3600])
+def test_a_latch_is_the_same_schedule_point_as_an_event(wait_timeout: float | None) -> None:
+    """The runtime's placeholders are latches: exploring and replaying a body sees the same
+    points, choices and outcomes as with an ``Event``."""
+
+    def explore(make: type) -> tuple[int, int, int, set[str]]:
+        seen: set[str] = set()
+
+        def body() -> None:
+            ready = make(name="ready")
+            value: list[int] = []
+
+            def fill() -> None:
+                value.append(1)
+                ready.set()
+
+            filler = sched.Thread(target=fill, name="filler")
+            filler.start()
+            seen.add("early" if not ready.is_set() else "late")
+            seen.add(f"waited {ready.wait(timeout=wait_timeout)} {value}")
+            filler.join()
+            seen.add(f"then {ready.wait()}")  # waiting on a set one is a point all the same
+
+        result = sched.check_dfs(body, max_preemptions=None, stall_timeout=10)
+        assert result.exhausted
+        return result.schedules, result.steps, result.decisions, seen
+
+    latch, event = explore(sched.Latch), explore(sched.Event)
+    assert latch == event
+    assert {"early", "late", "waited True [1]", "then True"} <= latch[3]
+
+
 def test_timed_queue_get_and_lock_acquire_may_time_out() -> None:
     seen: set[str] = set()
 

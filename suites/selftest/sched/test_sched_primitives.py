@@ -31,6 +31,30 @@ def test_event_between_real_threads() -> None:
     assert not event.is_set()
 
 
+def test_latch_between_real_threads_wakes_every_waiter_once_set() -> None:
+    latch = sched.Latch(name="value ready")
+    assert not latch.is_set() and latch.wait(timeout=0) is False
+    assert latch.wait(timeout=0.01) is False  # the wake-up lock now exists: a timed-out waiter keeps it held
+    woken: list[bool] = []
+    parked = threading.Barrier(4)
+
+    def waiter() -> None:
+        parked.wait()
+        woken.append(latch.wait())
+
+    waiters = [threading.Thread(target=waiter) for _ in range(3)]
+    for t in waiters:
+        t.start()
+    parked.wait()
+    latch.set()
+    latch.set()  # setting twice is setting once
+    for t in waiters:
+        t.join(timeout=30)
+    assert woken == [True, True, True] and not any(t.is_alive() for t in waiters)
+    assert latch.is_set() and latch.wait() is True and latch.wait(timeout=0) is True
+    assert "set" in repr(latch) and "value ready" in repr(latch)
+
+
 def test_lock_between_real_threads() -> None:
     lock = sched.Lock()
     assert lock.acquire() is True and lock.locked()
