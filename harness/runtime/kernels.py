@@ -14,8 +14,8 @@ from __future__ import annotations
 import functools
 import os
 import threading
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from typing import Any, TypeVar
 
 import jax
@@ -36,20 +36,30 @@ _open_guards = 0
 _saved_flag: str | None = None
 
 
-@contextmanager
-def jax_env_context() -> Iterator[None]:
-    global _open_guards, _saved_flag
-    flag = topology.SKIP_DISCOVERY_FLAG
-    # the points sit outside the plain lock: another thread's guard may run between them
-    sched.point("kernels.guard.enter")
-    with _guard_lock:
-        if _open_guards == 0:
-            _saved_flag = os.environ.get(flag)
-        _open_guards += 1
-        os.environ[flag] = "true"
-    try:
-        yield
-    finally:
+class _SkipDiscoveryGuard:
+    """The guard as a plain context manager: kernel tracing opens seven per kernel call, and a
+    generator-based one cost more than the guard's own work. Entering writes the flag only when
+    it is not already set (a process environment write is a ``putenv``); a nested exit in the
+    fixed runtime leaves it alone, the ``double-discovery`` switch pops it on every exit."""
+
+    __slots__ = ()
+
+    def __enter__(self) -> None:
+        global _open_guards, _saved_flag
+        flag = topology.SKIP_DISCOVERY_FLAG
+        # the points sit outside the plain lock: another thread's guard may run between them
+        sched.point("kernels.guard.enter")
+        with _guard_lock:
+            current = os.environ.get(flag)
+            if _open_guards == 0:
+                _saved_flag = current
+            _open_guards += 1
+            if current != "true":
+                os.environ[flag] = "true"
+
+    def __exit__(self, *exc: object) -> None:
+        global _open_guards
+        flag = topology.SKIP_DISCOVERY_FLAG
         with _guard_lock:
             _open_guards -= 1
             if faults.active(faults.DOUBLE_DISCOVERY):
@@ -62,10 +72,18 @@ def jax_env_context() -> Iterator[None]:
         sched.point("kernels.guard.exit")
 
 
+_GUARD = _SkipDiscoveryGuard()
+
+
+def jax_env_context() -> AbstractContextManager[None]:
+    """Set the skip-discovery flag for the duration (re-entrant: see the module docstring)."""
+    return _GUARD
+
+
 def requires_kernel_backend(fn: F) -> F:
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        with jax_env_context():
+        with _GUARD:
             return fn(*args, **kwargs)
 
     return wrapper  # type: ignore[return-value]

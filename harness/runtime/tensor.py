@@ -9,6 +9,7 @@ step boundary (``mark_step``) or a read (``numpy()``). Every storage is tracked 
 from __future__ import annotations
 
 import functools
+import math
 import numbers
 import weakref
 from collections.abc import Iterable, Sequence
@@ -150,7 +151,7 @@ class Tensor:
         return self.shape if dim is None else self.shape[dim]
 
     def numel(self) -> int:
-        return int(np.prod(self.shape, dtype=np.int64))
+        return math.prod(self.shape)
 
     def __len__(self) -> int:
         return self.shape[0]
@@ -302,7 +303,7 @@ class Tensor:
 
     def flatten(self, start_dim: int = 0) -> Tensor:
         s = self.shape
-        return self.view(*s[:start_dim], int(np.prod(s[start_dim:], dtype=np.int64)))
+        return self.view(*s[:start_dim], math.prod(s[start_dim:]))
 
     def unsqueeze(self, dim: int) -> Tensor:
         s = list(self.shape)
@@ -408,15 +409,18 @@ def _is_floating(dtype: np.dtype) -> bool:
 
 
 def _resolve_shape(old: tuple[int, ...], new: Sequence[int]) -> tuple[int, ...]:
-    new = list(new)
+    """``new`` with its -1 filled in, checked against ``old``'s size (sizes are Python ints:
+    ``math.prod`` is a tenth of ``np.prod``'s cost, and every ``view`` in a model asks)."""
+    new = [int(d) for d in new]
     if new.count(-1) > 1:
         raise ValueError("only one dimension can be -1")
+    size = math.prod(old)
     if -1 in new:
-        known = int(np.prod([d for d in new if d != -1], dtype=np.int64))
-        new[new.index(-1)] = int(np.prod(old, dtype=np.int64)) // max(known, 1)
-    if int(np.prod(new, dtype=np.int64)) != int(np.prod(old, dtype=np.int64)):
+        known = math.prod(d for d in new if d != -1)
+        new[new.index(-1)] = size // max(known, 1)
+    if math.prod(new) != size:
         raise ValueError(f"cannot view shape {old} as {tuple(new)}")
-    return tuple(int(d) for d in new)
+    return tuple(new)
 
 
 def tensor(data: Any, requires_grad: bool = False, dtype: Any = None) -> Tensor:
