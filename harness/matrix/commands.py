@@ -24,6 +24,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 from harness import compile_cache
 from harness.errors import UsageError
@@ -252,13 +253,23 @@ def default_jobs() -> int:
 
 
 def _previous_walls(path: Path) -> dict[str, float]:
-    """Each cell's wall time in the last run written to this output directory (``matrix.json``),
-    used to start the longest cells first; empty when there is none or it cannot be read."""
+    """Each cell's length in the last run written to this output directory (``matrix.json``),
+    used to start the longest cells first and to split the long ones; empty when there is none
+    or it cannot be read. The length is what the cell takes in one process: its test time and
+    one start-up. Its wall is not: a cell split in two parts last time shows half its length, so
+    the next run would not split it, and the one after would again."""
     try:
         data = json.loads(path.read_text())
-        return {str(c["cell"]): float(c["wall"]) for c in data.get("cells", []) if not c.get("skipped")}
+        return {str(c["cell"]): _one_process_length(c) for c in data.get("cells", []) if not c.get("skipped")}
     except (OSError, ValueError, TypeError, KeyError, AttributeError):
         return {}
+
+
+def _one_process_length(cell: dict[str, Any]) -> float:
+    launches = int(cell.get("launches") or 1)
+    if launches > 1 and "test_time" in cell and "overhead" in cell:
+        return float(cell["test_time"]) + float(cell["overhead"]) / launches
+    return float(cell["wall"])
 
 
 def _previous_path_times(cell: Cell, junit: Path) -> dict[str, float]:

@@ -3,6 +3,7 @@ same order, with progress lines that stay readable (whole lines, each naming its
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -185,3 +186,27 @@ def test_cells_of_several_processes_start_first_then_the_longest() -> None:
     assert [c.name for c in start_order(cells, 1, {})] == ["one", "eight", "two", "short"]
     # with one slot a two-process cell takes the one slot, like any cell: only the times order them
     assert [c.name for c in start_order(cells, 1, last_run)] == ["eight", "one", "short", "two"]
+
+
+def test_a_cell_split_last_time_is_still_long_enough_to_split(tmp_path: Path) -> None:
+    """A split cell's wall is about half its length; judged by it, the next run would run the
+    cell in one process and the one after would split it again. Its length is its test time
+    and one start-up."""
+    from harness.matrix.commands import _long_cells, _previous_walls
+    from harness.matrix.config import Cell
+
+    cells = [Cell(name=n) for n in ("cpu-1", "cpu-3", "cpu-4", "cpu-8")]
+    matrix_json = tmp_path / "matrix.json"
+    runs = {  # the default run as measured: cpu-8 split in two parts, then in one
+        "split": {"cpu-8": (27.6, 50.1, 5.0, 2)},
+        "whole": {"cpu-8": (54.9, 51.8, 3.1, 1)},
+    }
+    for cpu8 in runs.values():
+        rows = [{"cell": n, "wall": w, "test_time": w - 2.5, "overhead": 2.5, "launches": 1}
+                for n, w in (("cpu-1", 18.9), ("cpu-3", 19.5), ("cpu-4", 20.3))]
+        wall, test_time, overhead, launches = cpu8["cpu-8"]
+        rows.append({"cell": "cpu-8", "wall": wall, "test_time": test_time, "overhead": overhead, "launches": launches})
+        matrix_json.write_text(json.dumps({"wall": 80.0, "jobs": 2, "cells": rows}))
+        previous = _previous_walls(matrix_json)
+        assert previous["cpu-8"] > 50.0 and previous["cpu-1"] == 18.9
+        assert _long_cells(cells, 2, previous) == {"cpu-8"}
