@@ -42,6 +42,11 @@ blocks (runtime block, JAX block, then JAX first in the next round, ...) so that
 shared machine lands on both sides alike. Before timing, the first step's loss of both sides is
 compared: the two sides must compute the same thing for the ratio to mean anything.
 
+The runtime's step is also reported by phase (medians): recording the ops (forward,
+``backward``, optimizer), ``mark_step`` (the walk, the plan lookup, the launch) and the wait,
+which holds the execution itself: the wait over ``jax.jit``'s whole step is the ratio the
+runtime would have if its Python work cost nothing.
+
 Targets (reported, never asserted: timing on a shared machine is not a test): tiny and ViT
 ratios at most 1.3, medium at most 1.05. Runtime compiles during the timed steps must be 0; a
 non-zero count makes the command exit 1.
@@ -281,7 +286,12 @@ def _print_table(report: dict[str, Any]) -> None:
         )
     for r in report["cases"]:
         if "error" not in r:
-            print(f"  {r['name']}: {r['description']}")
+            ph = r["runtime_phases_ms"]
+            print(
+                f"  {r['name']}: {r['description']}; runtime step (medians) = record {ph['record']:.3f} + "
+                f"mark_step {ph['mark_step']:.3f} + wait {ph['wait']:.3f} ms, the wait alone "
+                f"{r['wait_over_jax']:.2f}x jax.jit's step"
+            )
 
 
 # --------------------------------------------------------------------------- child: the models
@@ -404,14 +414,20 @@ def _measure(name: str, steps: int, warmup: int) -> dict[str, Any]:
     xr.mark_sharding(y, mesh, label_spec)
     opt = xr.optim.SGD(model.parameters(), lr=LR)
     rt_state: dict[str, Any] = {"model": model, "opt": opt, "x": x, "y": y}
+    phases: list[tuple[float, float, float]] = []  # per runtime step: record, mark_step, wait
+    clock = time.perf_counter
 
     def run_runtime() -> Any:
+        t0 = clock()
         loss = rt_loss(rt_state["model"](rt_state["x"]), rt_state["y"])
         loss.backward()
         rt_state["opt"].step()
         rt_state["opt"].zero_grad()
+        t1 = clock()
         xr.mark_step()
+        t2 = clock()
         xr.wait_device_ops()
+        phases.append((t1 - t0, t2 - t1, clock() - t2))
         rt_state["loss"] = loss  # held until the next step, as a training loop holds its loss
         return loss
 
@@ -467,6 +483,11 @@ def _measure(name: str, steps: int, warmup: int) -> dict[str, Any]:
 
     rt, jx_stats = _stats(rt_times), _stats(jax_times)
     ratio = rt["median"] / jx_stats["median"]
+    timed_phases = phases[warmup:]  # the warm-up steps came first
+    runtime_phases = {
+        name: statistics.median(p[i] for p in timed_phases) * 1e3
+        for i, name in enumerate(("record", "mark_step", "wait"))
+    }
     case = CASES[name]
     return {
         "name": name,
@@ -478,6 +499,10 @@ def _measure(name: str, steps: int, warmup: int) -> dict[str, Any]:
         "meets_target": None if case.target is None else ratio <= case.target,
         "param_aliasing": xr.options.param_aliasing,
         "runtime_compiles": {"warmup": compiles_warm, "timed": compiles_timed},
+        # the step's medians by phase: recording the ops, ``mark_step`` (walk, plan, launch) and
+        # the wait for the execution, which is jax.jit's step plus the executor thread's hand-off
+        "runtime_phases_ms": runtime_phases,
+        "wait_over_jax": runtime_phases["wait"] / jx_stats["median"],
         "memory": memory,
         "jax_compiles": {"warmup": jax_cache_warm, "timed": jitted._cache_size() - jax_cache_warm},
         "loss_abs_diff": abs(first_rt - first_jax),

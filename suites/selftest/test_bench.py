@@ -32,6 +32,11 @@ def test_bench_tiny_json(capsys: pytest.CaptureFixture[str]) -> None:
     # both sides start from the same parameters and data, so the first losses agree
     assert case["loss_abs_diff"] < 1e-4
     assert isinstance(case["meets_target"], bool)
+    # the runtime's step by phase: each took time, and together they are about the step
+    phases = case["runtime_phases_ms"]
+    assert set(phases) == {"record", "mark_step", "wait"} and all(v > 0 for v in phases.values())
+    assert sum(phases.values()) <= case["runtime_ms"]["p90"] * 1.5
+    assert case["wait_over_jax"] == pytest.approx(phases["wait"] / case["jax_ms"]["median"])
     # live device bytes per side after the steady state, against parameter + optimizer state
     memory = case["memory"]
     assert memory["param_opt_bytes"] > 0
@@ -44,6 +49,7 @@ def test_bench_table_and_usage_errors(capsys: pytest.CaptureFixture[str]) -> Non
     out = capsys.readouterr().out
     assert code == 0, out
     assert "tiny" in out and "ratio" in out
+    assert "record" in out and "mark_step" in out and "jax.jit's step" in out
     assert cli.main(["bench", "--steps", "0"]) == cli.EXIT_USAGE
 
 
