@@ -61,20 +61,27 @@ def _unfold(root: ir.Node) -> ir.Node:
 
 
 def _grad_leaves(root: ir.Node) -> list[ir.Node]:
-    seen: set[int] = set()
+    """The values of requires-grad leaves reachable from ``root`` (not through a stop_gradient),
+    each once: a walk of the whole forward graph at every ``backward``, so its loop is kept to
+    the checks themselves (nodes hash by identity, the leaf test is written out)."""
+    seen: set[ir.Node] = set()
     leaves: list[ir.Node] = []
     stack = [root]
+    pop, push, mark = stack.pop, stack.extend, seen.add
     while stack:
-        node = stack.pop()
-        if id(node) in seen:
+        node = pop()
+        if node in seen:
             continue
-        seen.add(id(node))
+        mark(node)
         if node.op == "stop_gradient":
             continue
-        if _leaf_storage(node) is not None:
-            leaves.append(node)
-            continue
-        stack.extend(node.operands)
+        leaf = node.leaf
+        if leaf is not None:
+            storage = leaf()
+            if storage is not None and storage.requires_grad:
+                leaves.append(node)
+                continue
+        push(node.operands)
     return leaves
 
 

@@ -67,14 +67,21 @@ class Node:
         self.leaf = None  # weak reference to the Storage of the requires-grad leaf this node is the value of
         self.origin: Node | None = None  # for device data computed from requires-grad leaves: the IR that computed it
         # whether an ``origin`` hides at or below this node: autograd unfolds only those subgraphs
-        self.folded = False
-        for o in operands:
-            if o.folded:
-                self.folded = True
-                break
         self.sharding = sharding  # only custom_sharding nodes carry one
-        if aval is None:  # a list comprehension: a generator costs more than the whole lookup
-            key = (op, attrs, tuple([o.aval for o in operands]))
+        n = len(operands)  # one or two operands, the common ops, without a loop
+        if n == 2:
+            a, b = operands
+            self.folded = a.folded or b.folded
+            avals: tuple = (a.aval, b.aval)
+        elif n == 1:
+            a = operands[0]
+            self.folded = a.folded
+            avals = (a.aval,)
+        else:
+            self.folded = any([o.folded for o in operands])
+            avals = tuple([o.aval for o in operands])
+        if aval is None:
+            key = (op, attrs, avals)
             signature = _signatures.get(key)
             if signature is None:
                 if len(_signatures) >= 65536:  # programs of ever new shapes: bounded, as before

@@ -109,12 +109,19 @@ class Tensor:
         return t
 
     def _alias(self, step: functional.ViewStep, detached: bool | None = None) -> Tensor:
-        return Tensor(
-            self._storage,
-            self._views + (step,),
-            requires_grad=self.requires_grad and not detached,
-            detached=self._detached if detached is None else detached,
-        )
+        """A view of this tensor. Its value is this tensor's current value with the one new view
+        step applied (the same as reading the whole chain from the storage again, without
+        recording the chain's earlier steps once more)."""
+        parent = self.node  # current: regenerated from the storage if it changed
+        t = _new_tensor(Tensor)
+        t._storage = self._storage
+        t._views = self._views + (step,)
+        t._node = functional.apply_view(parent, step)
+        t._version = self._version
+        t.requires_grad = self.requires_grad and not detached
+        t.grad = None
+        t._detached = self._detached if detached is None else detached
+        return t
 
     # ------------------------------------------------------------------ values
 
