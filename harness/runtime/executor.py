@@ -257,6 +257,12 @@ class _Walk:
     Every step records its ops and is walked in full; what is skipped on a steady step is only the
     re-derivation of what an identical walk already derived (the program, the layouts, the
     compiled executable), found by ``key``.
+
+    The key is one flat tuple of ints, node after node: an input is its interned description
+    and its input index; any other node its interned kind (op, attributes and operand count, and
+    the layout of a sharding constraint), then the positions of its operands. A kind says how
+    many positions follow, so two keys are equal only for equal structures; ints cost nothing to
+    hash or compare, and no tuple is built per node.
     """
 
     __slots__ = ("key", "nodes", "inputs", "root_positions", "scalar_inputs", "input_index")
@@ -290,9 +296,10 @@ class _Walk:
                     kid = data.kid
                     if kid is None:
                         kid = data.kid = _intern(data.key)
-                    position[node] = len(keys)
-                    emit((kid, k))
+                    position[node] = len(nodes)
                     visit(node)
+                    emit(kid)
+                    emit(k)
                     continue
                 operands = node.operands
                 for o in operands:
@@ -305,8 +312,8 @@ class _Walk:
                 else:
                     kind = node.kind
                     if kind is None:
-                        kind = node.kind = _intern((node.op, node.attrs))
-                    position[node] = len(keys)
+                        kind = node.kind = _intern((node.op, node.attrs, len(operands)))
+                    position[node] = len(nodes)
                     visit(node)
                     if node.op is SCALAR:
                         dtype = node.attrs[0]
@@ -316,10 +323,10 @@ class _Walk:
                             inputs.append(None)  # the packed values, once all are known
                         slot[1].append(node.value)
                         emit(kind)
-                    elif node.sharding is None:
-                        emit((kind, tuple([position[o] for o in operands])))
-                    else:
-                        emit((kind, tuple([position[o] for o in operands]), _intern(node.sharding)))
+                        continue
+                    emit(kind if node.sharding is None else _intern((kind, node.sharding)))
+                    for o in operands:
+                        emit(position[o])
         for dtype, (index, values) in scalar_inputs.items():
             inputs[index] = _scalar_input(dtype, values)
         self.key = tuple(keys)

@@ -86,11 +86,11 @@ class Node:
             if signature is None:
                 if len(_signatures) >= 65536:  # programs of ever new shapes: bounded, as before
                     _signatures.clear()
-                signature = _signatures[key] = (infer_aval(op, attrs, key[2]), intern((op, attrs)))
+                signature = _signatures[key] = (infer_aval(op, attrs, avals), intern((op, attrs, n)))
             self.aval, self.kind = signature
         else:
             self.aval = aval
-            self.kind = None  # (op, attrs) interned: the graph walk fills it in when it needs it
+            self.kind = None  # (op, attrs, operand count) interned: the graph walk fills it in
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -108,7 +108,7 @@ class Node:
 # layout): the graph walk builds a step's structure key from them, a tuple of ints that is cheap
 # to hash and to compare, where the program itself would be hashed and compared in full.
 _interned: dict[Any, int] = {}
-# (op, attrs, operand avals) -> (aval, interned (op, attrs)): one lookup per recorded op
+# (op, attrs, operand avals) -> (aval, interned (op, attrs, operand count)): one lookup per recorded op
 _signatures: dict[tuple, tuple[Any, int]] = {}
 
 

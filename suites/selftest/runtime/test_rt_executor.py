@@ -55,6 +55,48 @@ def test_a_new_graph_structure_or_shape_compiles_again(monkeypatch: pytest.Monke
     assert xr.compile_count() == n + 2, "a new input shape: a new executable"
 
 
+def test_graphs_that_differ_only_in_sharing_arity_or_layout_have_their_own_plans(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The step's cache key is a flat run of ints: an input's description and index, or a kind
+    then its operand positions. Graphs alike in ops and shapes but not in which values they
+    share, in how many operands an op takes, or in a constraint's layout must not meet in it,
+    else one would run with the other's executable and compute the wrong value."""
+    from harness.runtime import executor
+    from harness.runtime.tensor import cat
+
+    monkeypatch.setattr("harness.runtime.executor._cache", {})
+    a, b = xr.tensor(X), xr.tensor(X + 1)
+    rows = np.arange(NDEV * 6, dtype=np.float32).reshape(NDEV * 2, 3)
+    c = xr.tensor(rows)
+    mesh = xr.Mesh(list(range(NDEV)), (NDEV,), ("x",))
+
+    def constrained(spec: tuple) -> xr.Tensor:
+        out = c * 1.0
+        xr.mark_sharding(out, mesh, spec)
+        return out
+
+    graphs = {
+        "a + a": (lambda: a + a, X + X),
+        "a + b": (lambda: a + b, X + X + 1),
+        "cat(a, b, a)": (lambda: cat([a, b, a]), np.concatenate([X, X + 1, X])),
+        "cat(cat(a, b), a)": (lambda: cat([cat([a, b]), a]), np.concatenate([X, X + 1, X])),
+        "cat(a, cat(b, a))": (lambda: cat([a, cat([b, a])]), np.concatenate([X, X + 1, X])),
+        "c * 1 replicated": (lambda: constrained((None, None)), rows),
+        "c * 1 split": (lambda: constrained(("x", None)), rows),
+    }
+    keys = {}
+    for name, (build, expected) in graphs.items():
+        keys[name] = executor._Walk([build()._storage.node]).key
+        np.testing.assert_allclose(build().numpy(), expected, rtol=1e-6, err_msg=name)
+    assert len(set(keys.values())) == len(keys), keys
+    # the same structure over other values, or its inputs met in another order, is the same key:
+    # the steady step's cache hit
+    assert executor._Walk([(b + b)._storage.node]).key == keys["a + a"]
+    assert executor._Walk([(b + a)._storage.node]).key == keys["a + b"]
+    np.testing.assert_allclose((b + a).numpy(), X + X + 1, rtol=1e-6)
+
+
 def _device_lags(body: Callable[[], None]) -> None:
     """Run ``body`` with the executor thread running only while the caller waits: the
     interleaving a slow device produces, made certain by the scheduler instead of a sleep (the
