@@ -48,7 +48,7 @@ class Node:
     """One recorded operation (or a device-data leaf when ``data`` is set)."""
 
     __slots__ = (
-        "op", "operands", "attrs", "aval", "data", "leaf", "origin", "folded", "sharding", "kind", "__weakref__",
+        "op", "operands", "attrs", "aval", "aid", "data", "leaf", "origin", "folded", "sharding", "kind", "__weakref__",
     )
 
     def __init__(
@@ -68,28 +68,32 @@ class Node:
         self.origin: Node | None = None  # for device data computed from requires-grad leaves: the IR that computed it
         # whether an ``origin`` hides at or below this node: autograd unfolds only those subgraphs
         self.sharding = sharding  # only custom_sharding nodes carry one
-        n = len(operands)  # one or two operands, the common ops, without a loop
-        if n == 2:
-            a, b = operands
-            self.folded = a.folded or b.folded
-            avals: tuple = (a.aval, b.aval)
-        elif n == 1:
-            a = operands[0]
-            self.folded = a.folded
-            avals = (a.aval,)
-        else:
-            self.folded = any([o.folded for o in operands])
-            avals = tuple([o.aval for o in operands])
         if aval is None:
-            key = (op, attrs, avals)
+            # the signature is looked up by the operands' aval ids (small ints: an aval's own
+            # hash walks its shape and dtype); one or two operands, the common ops, without a loop
+            n = len(operands)
+            if n == 2:
+                a, b = operands
+                self.folded = a.folded or b.folded
+                key: tuple = (op, attrs, a.aid, b.aid)
+            elif n == 1:
+                a = operands[0]
+                self.folded = a.folded
+                key = (op, attrs, a.aid)
+            else:
+                self.folded = any([o.folded for o in operands])
+                key = (op, attrs, *[o.aid for o in operands])
             signature = _signatures.get(key)
             if signature is None:
+                signature = _signature(op, attrs, operands)
                 if len(_signatures) >= 65536:  # programs of ever new shapes: bounded, as before
                     _signatures.clear()
-                signature = _signatures[key] = (infer_aval(op, attrs, avals), intern((op, attrs, n)))
-            self.aval, self.kind = signature
+                _signatures[key] = signature
+            self.aval, self.aid, self.kind = signature
         else:
+            self.folded = any([o.folded for o in operands])
             self.aval = aval
+            self.aid = aval_id(aval)
             self.kind = None  # (op, attrs, operand count) interned: the graph walk fills it in
 
     @property
@@ -108,8 +112,9 @@ class Node:
 # layout): the graph walk builds a step's structure key from them, a tuple of ints that is cheap
 # to hash and to compare, where the program itself would be hashed and compared in full.
 _interned: dict[Any, int] = {}
-# (op, attrs, operand avals) -> (aval, interned (op, attrs, operand count)): one lookup per recorded op
-_signatures: dict[tuple, tuple[Any, int]] = {}
+# (op, attrs, operand aval ids...) -> (aval, its id, interned (op, attrs, operand count)): one
+# lookup per recorded op
+_signatures: dict[tuple, tuple[Any, int, int]] = {}
 
 
 def intern(value: Any) -> int:
@@ -117,6 +122,16 @@ def intern(value: Any) -> int:
     if found is None:
         found = _interned.setdefault(value, len(_interned))
     return found
+
+
+def aval_id(aval: Any) -> int:
+    """An aval's interned id: what a node's signature is keyed by."""
+    return intern(("aval", aval))
+
+
+def _signature(op: str, attrs: tuple, operands: tuple[Node, ...]) -> tuple[Any, int, int]:
+    aval = infer_aval(op, attrs, tuple([o.aval for o in operands]))
+    return aval, aval_id(aval), intern((op, attrs, len(operands)))
 
 
 def const(value: Any, dtype: np.dtype) -> Node:
@@ -138,7 +153,7 @@ class Scalar(Node):
         signature = _scalar_signatures.get(dtype)
         if signature is None:
             signature = _scalar_signature(dtype)
-        self.aval, self.kind, self.attrs = signature
+        self.aval, self.aid, self.kind, self.attrs = signature
         self.op = SCALAR
         self.operands = ()
         self.data = self.leaf = self.origin = self.sharding = None
@@ -146,14 +161,15 @@ class Scalar(Node):
         self.value = value
 
 
-_scalar_signatures: dict[np.dtype, tuple[Aval, int, tuple]] = {}
+_scalar_signatures: dict[np.dtype, tuple[Aval, int, int, tuple]] = {}
 
 
-def _scalar_signature(dtype: np.dtype) -> tuple[Aval, int, tuple]:
+def _scalar_signature(dtype: np.dtype) -> tuple[Aval, int, int, tuple]:
     found = _scalar_signatures.get(dtype)
     if found is None:
         attrs = (np.dtype(dtype),)
-        found = _scalar_signatures[dtype] = (Aval((), dtype), intern((SCALAR, attrs)), attrs)
+        aval = Aval((), dtype)
+        found = _scalar_signatures[dtype] = (aval, aval_id(aval), intern((SCALAR, attrs)), attrs)
     return found
 
 
