@@ -34,25 +34,33 @@ F = TypeVar("F", bound=Callable[..., Any])
 _guard_lock = threading.Lock()
 _open_guards = 0
 _saved_flag: str | None = None
+#: the ``double-discovery`` switch as the outermost open guard found it: the guards nested in it
+#: behave as it does, without reading the process environment again at every one of them
+_popping = False
 
 
 class _SkipDiscoveryGuard:
     """The guard as a plain context manager: kernel tracing opens seven per kernel call, and a
-    generator-based one cost more than the guard's own work. Entering writes the flag only when
-    it is not already set (a process environment write is a ``putenv``); a nested exit in the
-    fixed runtime leaves it alone, the ``double-discovery`` switch pops it on every exit."""
+    generator-based one cost more than the guard's own work. The outermost guard saves the flag
+    and sets it; in the fixed runtime the nested ones find it set and leave it to the outermost,
+    which restores it. With the ``double-discovery`` switch every exit pops the flag, as
+    upstream's refactor did, and every entry sets it again."""
 
     __slots__ = ()
 
     def __enter__(self) -> None:
-        global _open_guards, _saved_flag
+        global _open_guards, _saved_flag, _popping
         flag = topology.SKIP_DISCOVERY_FLAG
         # the points sit outside the plain lock: another thread's guard may run between them
         sched.point("kernels.guard.enter")
         with _guard_lock:
-            current = os.environ.get(flag)
             if _open_guards == 0:
-                _saved_flag = current
+                _saved_flag = current = os.environ.get(flag)
+                _popping = faults.active(faults.DOUBLE_DISCOVERY)
+            elif _popping:
+                current = os.environ.get(flag)  # an inner exit popped it
+            else:
+                current = "true"  # the outermost guard set it, and no fixed exit clears it early
             _open_guards += 1
             if current != "true":
                 os.environ[flag] = "true"
@@ -62,7 +70,7 @@ class _SkipDiscoveryGuard:
         flag = topology.SKIP_DISCOVERY_FLAG
         with _guard_lock:
             _open_guards -= 1
-            if faults.active(faults.DOUBLE_DISCOVERY):
+            if _popping:
                 os.environ.pop(flag, None)  # upstream's refactor: pop on every exit, nested or not
             elif _open_guards == 0:
                 if _saved_flag is None:
