@@ -102,9 +102,17 @@ def to_jax_dtype(dtype: np.dtype) -> Any:
     return jax.numpy.dtype(dtype)
 
 
+#: one struct per (shape, dtype): a training loop converts the same few every step
+_structs: dict[tuple, jax.ShapeDtypeStruct] = {}
+
+
 @requires_kernel_backend
 def to_jax_shape_dtype(t: Tensor) -> jax.ShapeDtypeStruct:
-    return jax.ShapeDtypeStruct(t.shape, to_jax_dtype(t.dtype))
+    key = (t.shape, to_jax_dtype(t.dtype))  # the dtype conversion, and its guard, on every call
+    struct = _structs.get(key)
+    if struct is None:
+        struct = _structs[key] = jax.ShapeDtypeStruct(*key)
+    return struct
 
 
 #: lowerings already made, per (kernel, input structs): a training loop calls the same kernel with
