@@ -81,3 +81,24 @@ def test_mlp_trains_under_fsdpv2() -> None:
     logits -= logits.max(-1, keepdims=True)
     logp = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
     np.testing.assert_allclose(losses[0], -(logp * onehot).sum(-1).mean(), rtol=1e-4)
+
+
+@pytest.mark.parametrize("functionalization", [True, False], ids=["func", "nofunc"])
+def test_fsdpv2_keeps_a_layout_set_before_wrapping(functionalization: bool) -> None:
+    """A tensor-parallel layout the user gave a parameter before wrapping stays (FSDPv2 shards
+    only what is not sharded yet), through the wrap and a training step; the rest get FSDPv2's."""
+    xr.configure(functionalization=functionalization)
+    xr.manual_seed(2)
+    mesh = xr.Mesh(np.arange(8), (4, 2), ("fsdp", "model"))
+    model = xr.models.MLP(8, 16, 8)
+    xr.mark_sharding(model.fc1.weight, mesh, ("model", None))
+    wrapped = xr.fsdp.FSDPv2(model, mesh)
+    assert xr.sharding_spec(model.fc1.weight) == ("model", None)
+    assert xr.sharding_spec(model.fc2.weight) == ("fsdp", None)
+    x = xr.tensor(np.random.default_rng(2).standard_normal((8, 8)).astype(np.float32))
+    loss = (wrapped(x) * wrapped(x)).mean()
+    loss.backward()
+    xr.optim.SGD(model.parameters(), lr=0.1).step()
+    xr.mark_step()
+    assert xr.sharding_spec(model.fc1.weight) == ("model", None)
+    assert xr.sharding_spec(model.fc2.weight) == ("fsdp", None)
