@@ -60,11 +60,13 @@ class DeviceData:
 
     __slots__ = ("aval", "sharding", "key", "kid", "_array", "_ready", "_error", "__weakref__")
 
-    def __init__(self, aval: ir.Aval, sharding: Any, array: jax.Array | None = None) -> None:
+    def __init__(self, aval: ir.Aval, sharding: Any, array: jax.Array | None = None, kid: int | None = None) -> None:
         self.aval = aval
         self.sharding = sharding
         self.key = (ir.IN, aval, sharding)  # compile-cache description of this input
-        self.kid: int | None = None  # ``key`` interned, once a graph walk needed it
+        # ``key`` interned: known in advance for a step's outputs (their plan interned it once),
+        # else interned when a graph walk first needs it
+        self.kid = kid
         self._array = array
         self._error: BaseException | None = None
         self._ready: sched.Latch | None = None if array is not None else sched.Latch(name="placeholder")
@@ -407,6 +409,7 @@ class _Plan:
     where: tuple[int, ...]  # for each requested root, its slot among the distinct roots
     out_avals: tuple
     out_shardings: tuple  # the sharding each output's device data carries
+    out_kids: tuple  # each output's input description interned: what the next step's walk reads
     moved_in: tuple  # per compiled argument: the layout to move it to first, or None
     moved_out: tuple  # per output: the layout to move it to after, or None
 
@@ -477,7 +480,8 @@ def _plan(walk: _Walk, out_shardings: Sequence[Any], donate_idx: tuple[int, ...]
     moved_out = tuple(
         s if _order(s) != _order(exe.output_shardings[i]) else None for i, s in enumerate(result_shardings)
     )
-    return _Plan(exe, tuple(where), avals, result_shardings, moved_in, moved_out)
+    kids = tuple(_intern((ir.IN, aval, sharding)) for aval, sharding in zip(avals, result_shardings, strict=True))
+    return _Plan(exe, tuple(where), avals, result_shardings, kids, moved_in, moved_out)
 
 
 def _is_replicated(sharding: Any) -> bool:
@@ -843,7 +847,10 @@ def execute(
     else:
         metrics.cache_hits += 1
     exe, where = plan.exe, plan.where
-    outputs = [DeviceData(aval, sharding) for aval, sharding in zip(plan.out_avals, plan.out_shardings, strict=True)]
+    outputs = [
+        DeviceData(aval, sharding, None, kid)
+        for aval, sharding, kid in zip(plan.out_avals, plan.out_shardings, plan.out_kids, strict=True)
+    ]
     moved_in, moved_out = plan.moved_in, plan.moved_out
 
     metrics.executions += 1
