@@ -3,11 +3,11 @@
 PyTorch/XLA PR #5078 moved taking the per-device execution lock out of ``ExecuteComputation``
 into a closure (``lockfn``) that an IO thread pool runs later, so that tracing the next step is
 not held up by the device. ``wait_device_ops`` waited by taking those device locks: an execution
-whose closure had not run yet held no lock, and the wait passed it by. pytorch/xla PR #5284 left
-that window open and said so. pytorch/xla PR #5811 rebuilt ``WaitDeviceOps`` on an operation
-tracker that registers each execution before launch; its description says the gap showed mostly
-as intermittent test failures upstream. The kind of check that trips over it is pytorch/xla #4626's,
-which reads the ``ExecuteTime`` metric right after ``mark_step(); wait_device_ops()``. Releases
+whose closure had not run yet held no lock, and the wait passed it by. PyTorch/XLA PR #5284 kept
+that window. PyTorch/XLA PR #5811 closed it by rebuilding ``WaitDeviceOps`` on an operation
+tracker that registers each execution before launch; until then the gap showed as intermittent
+test failures. The kind of check that trips over it is PyTorch/XLA #4626's, which reads the
+``ExecuteTime`` metric right after ``mark_step(); wait_device_ops()``. Releases
 2.1.x carry the gap; 2.2.0 has the fix.
 
 Here the runtime's ``wait_device_ops`` has the same two steps, the executor thread's barrier and
