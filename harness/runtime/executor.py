@@ -55,6 +55,11 @@ def crash_mode() -> str:
     return os.environ.get("HARNESS_CRASH_MODE", "raise")
 
 
+def input_key(aval: ir.Aval, sharding: Any) -> tuple:
+    """How a step's structure key describes a device-data input: its aval and its layout."""
+    return (ir.IN, aval, sharding)
+
+
 class DeviceData:
     """A (possibly sharded) device buffer, or a placeholder for one still being computed."""
 
@@ -63,7 +68,7 @@ class DeviceData:
     def __init__(self, aval: ir.Aval, sharding: Any, array: jax.Array | None = None, kid: int | None = None) -> None:
         self.aval = aval
         self.sharding = sharding
-        self.key = (ir.IN, aval, sharding)  # compile-cache description of this input
+        self.key = input_key(aval, sharding)  # compile-cache description of this input
         # ``key`` interned: known in advance for a step's outputs (their plan interned it once),
         # else interned when a graph walk first needs it
         self.kid = kid
@@ -314,7 +319,7 @@ class _Walk:
                 else:
                     kind = node.kind
                     if kind is None:
-                        kind = node.kind = _intern((node.op, node.attrs, len(operands)))
+                        kind = node.kind = ir.kind_id(node.op, node.attrs, len(operands))
                     position[node] = len(nodes)
                     visit(node)
                     if node.op is SCALAR:
@@ -480,7 +485,7 @@ def _plan(walk: _Walk, out_shardings: Sequence[Any], donate_idx: tuple[int, ...]
     moved_out = tuple(
         s if _order(s) != _order(exe.output_shardings[i]) else None for i, s in enumerate(result_shardings)
     )
-    kids = tuple(_intern((ir.IN, aval, sharding)) for aval, sharding in zip(avals, result_shardings, strict=True))
+    kids = tuple(_intern(input_key(aval, sharding)) for aval, sharding in zip(avals, result_shardings, strict=True))
     return _Plan(exe, tuple(where), avals, result_shardings, kids, moved_in, moved_out)
 
 

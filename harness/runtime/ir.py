@@ -129,9 +129,15 @@ def aval_id(aval: Any) -> int:
     return intern(("aval", aval))
 
 
+def kind_id(op: str, attrs: tuple, operand_count: int) -> int:
+    """A node's interned kind, the graph walk's entry for it: its op, attributes and operand count
+    (the count tells the walk how many operand positions follow in a structure key)."""
+    return intern((op, attrs, operand_count))
+
+
 def _signature(op: str, attrs: tuple, operands: tuple[Node, ...]) -> tuple[Any, int, int]:
     aval = infer_aval(op, attrs, tuple([o.aval for o in operands]))
-    return aval, aval_id(aval), intern((op, attrs, len(operands)))
+    return aval, aval_id(aval), kind_id(op, attrs, len(operands))
 
 
 def const(value: Any, dtype: np.dtype) -> Node:

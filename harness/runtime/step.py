@@ -44,15 +44,13 @@ def _prune(keep: Callable[[Storage], bool] | None = None) -> list[Storage]:
     returns the live storages kept."""
     global _prune_at
     n = len(_live)
-    # most of what a step registered (its intermediate values) is dead by now: comprehensions,
-    # the live ones dereferenced twice, cost less than one loop that appends
-    refs = [ref for ref in _live[:n] if ref() is not None]
-    # another thread may drop a storage's last reference in between: such a ref stays one prune more
-    alive: list[Storage] = [s for ref in refs if (s := ref()) is not None]
-    if keep is not None:
-        alive = [s for s in alive if keep(s)]
-        kept = {id(s) for s in alive}
-        refs = [ref for ref in refs if id(ref()) in kept]
+    alive: list[Storage] = []
+    refs: list[weakref.ReferenceType[Storage]] = []
+    for ref in _live[:n]:
+        storage = ref()
+        if storage is not None and (keep is None or keep(storage)):
+            alive.append(storage)
+            refs.append(ref)
     _live[:n] = refs
     _prune_at = max(4096, 2 * len(refs))
     return alive
@@ -68,13 +66,11 @@ _sync_lock = sched.RLock(name="sync")
 
 
 def _pending(storages: Iterable[Storage]) -> list[Storage]:
-    """The pending ones (``Storage.pending``, written out: a step asks it of every live
-    storage), each once, in order."""
-    seen: set[Storage] = set()
+    seen: set[int] = set()
     out = []
     for s in storages:
-        if s.node.data is None and s not in seen:
-            seen.add(s)
+        if s.pending and id(s) not in seen:
+            seen.add(id(s))
             out.append(s)
     return out
 

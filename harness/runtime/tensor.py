@@ -81,10 +81,19 @@ class Tensor:
 
     __slots__ = ("_storage", "_views", "_node", "_version", "requires_grad", "grad", "_detached", "__weakref__")
 
-    def __init__(self, storage: Storage, views: tuple = (), requires_grad: bool = False, detached: bool = False) -> None:
+    def __init__(
+        self,
+        storage: Storage,
+        views: tuple = (),
+        requires_grad: bool = False,
+        detached: bool = False,
+        node: ir.Node | None = None,
+    ) -> None:
         self._storage = storage
         self._views = views
-        self._node = storage.node if not views else functional.read(storage.node, views)
+        if node is None:  # else the caller derived this alias' current value itself (``_alias``)
+            node = storage.node if not views else functional.read(storage.node, views)
+        self._node = node
         self._version = storage.version
         self.requires_grad = requires_grad
         self.grad: Tensor | None = None
@@ -112,16 +121,13 @@ class Tensor:
         """A view of this tensor. Its value is this tensor's current value with the one new view
         step applied (the same as reading the whole chain from the storage again, without
         recording the chain's earlier steps once more)."""
-        parent = self.node  # current: regenerated from the storage if it changed
-        t = _new_tensor(Tensor)
-        t._storage = self._storage
-        t._views = self._views + (step,)
-        t._node = functional.apply_view(parent, step)
-        t._version = self._version
-        t.requires_grad = self.requires_grad and not detached
-        t.grad = None
-        t._detached = self._detached if detached is None else detached
-        return t
+        return Tensor(
+            self._storage,
+            self._views + (step,),
+            requires_grad=self.requires_grad and not detached,
+            detached=self._detached if detached is None else detached,
+            node=functional.apply_view(self.node, step),  # ``node``: regenerated if it changed
+        )
 
     # ------------------------------------------------------------------ values
 
