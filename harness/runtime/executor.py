@@ -63,18 +63,25 @@ def input_key(aval: ir.Aval, sharding: Any) -> tuple:
 class DeviceData:
     """A (possibly sharded) device buffer, or a placeholder for one still being computed."""
 
-    __slots__ = ("aval", "sharding", "key", "kid", "_array", "_ready", "_error", "__weakref__")
+    __slots__ = ("aval", "sharding", "kid", "aid", "_array", "_ready", "_error", "__weakref__")
 
-    def __init__(self, aval: ir.Aval, sharding: Any, array: jax.Array | None = None, kid: int | None = None) -> None:
+    def __init__(
+        self, aval: ir.Aval, sharding: Any, array: jax.Array | None = None, kid: int | None = None, aid: int | None = None
+    ) -> None:
         self.aval = aval
         self.sharding = sharding
-        self.key = input_key(aval, sharding)  # compile-cache description of this input
-        # ``key`` interned: known in advance for a step's outputs (their plan interned it once),
-        # else interned when a graph walk first needs it
+        # ``key`` interned, and the aval's id: known in advance for a step's outputs (their plan
+        # interned them once), else found when a graph walk or a data node first needs them
         self.kid = kid
+        self.aid = aid
         self._array = array
         self._error: BaseException | None = None
         self._ready: sched.Latch | None = None if array is not None else sched.Latch(name="placeholder")
+
+    @property
+    def key(self) -> tuple:
+        """This input's compile-cache description."""
+        return input_key(self.aval, self.sharding)
 
     @property
     def is_placeholder(self) -> bool:
@@ -415,6 +422,7 @@ class _Plan:
     out_avals: tuple
     out_shardings: tuple  # the sharding each output's device data carries
     out_kids: tuple  # each output's input description interned: what the next step's walk reads
+    out_aids: tuple  # each output's aval id: what its data node is keyed by
     moved_in: tuple  # per compiled argument: the layout to move it to first, or None
     moved_out: tuple  # per output: the layout to move it to after, or None
 
@@ -486,7 +494,8 @@ def _plan(walk: _Walk, out_shardings: Sequence[Any], donate_idx: tuple[int, ...]
         s if _order(s) != _order(exe.output_shardings[i]) else None for i, s in enumerate(result_shardings)
     )
     kids = tuple(_intern(input_key(aval, sharding)) for aval, sharding in zip(avals, result_shardings, strict=True))
-    return _Plan(exe, tuple(where), avals, result_shardings, kids, moved_in, moved_out)
+    aids = tuple(ir.aval_id(aval) for aval in avals)
+    return _Plan(exe, tuple(where), avals, result_shardings, kids, aids, moved_in, moved_out)
 
 
 def _is_replicated(sharding: Any) -> bool:
@@ -853,8 +862,8 @@ def execute(
         metrics.cache_hits += 1
     exe, where = plan.exe, plan.where
     outputs = [
-        DeviceData(aval, sharding, None, kid)
-        for aval, sharding, kid in zip(plan.out_avals, plan.out_shardings, plan.out_kids, strict=True)
+        DeviceData(aval, sharding, None, kid, aid)
+        for aval, sharding, kid, aid in zip(plan.out_avals, plan.out_shardings, plan.out_kids, plan.out_aids, strict=True)
     ]
     moved_in, moved_out = plan.moved_in, plan.moved_out
 

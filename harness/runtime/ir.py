@@ -108,6 +108,23 @@ class Node:
         return f"Node({self.op}, shape={self.aval[0] if isinstance(self.aval, Aval) else '...'})"
 
 
+_new_node = object.__new__
+
+
+def data_node(data: Any, aid: int | None = None) -> Node:
+    """The leaf holding device data ``data`` (of aval ``data.aval``, whose id ``aid`` is, when the
+    caller knows it): one per materialized value of every step, so its fields are set directly."""
+    node = _new_node(Node)
+    node.op = "data"
+    node.operands = node.attrs = ()
+    node.aval = aval = data.aval
+    node.aid = aval_id(aval) if aid is None else aid
+    node.data = data
+    node.leaf = node.origin = node.sharding = node.kind = None
+    node.folded = False
+    return node
+
+
 # Small ints standing for hashable values (an op with its attributes, an input's aval and
 # layout): the graph walk builds a step's structure key from them, a tuple of ints that is cheap
 # to hash and to compare, where the program itself would be hashed and compared in full.

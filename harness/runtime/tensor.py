@@ -64,7 +64,7 @@ class Storage:
         step between the forward pass and ``backward()`` does not cut the gradient's path.
         """
         old = self.node
-        node = ir.Node("data", aval=data.aval, data=data)
+        node = ir.data_node(data, data.aid)
         if self.requires_grad:
             node.leaf = weakref.ref(self)
         elif self.grad_dep:
@@ -355,10 +355,12 @@ class Tensor:
         if isinstance(source, Tensor) and source.requires_grad and not self._storage.requires_grad:
             self.requires_grad = True
             self._storage.grad_dep = True
-        if node.shape != self.shape:
-            node = ir.Node("broadcast_to", (node,), (self.shape,))
-        if node.dtype != self.dtype:
-            node = ir.Node("astype", (node,), (self.dtype,))
+        aval = self.node.aval
+        if node.aval != aval:  # one comparison in the common case, where nothing changes
+            if node.aval[0] != aval[0]:
+                node = ir.Node("broadcast_to", (node,), (aval[0],))
+            if node.aval[1] != aval[1]:
+                node = ir.Node("astype", (node,), (aval[1],))
         st = self._storage
         st.assign(functional.update(st.node, self._views, node))
         self._node = node if self._views else st.node
@@ -451,7 +453,7 @@ def tensor(data: Any, requires_grad: bool = False, dtype: Any = None) -> Tensor:
     if dtype is None and host.dtype == np.int64:
         host = host.astype(np.int32)
     data_ = executor.to_device(host)
-    storage = Storage(ir.Node("data", aval=data_.aval, data=data_))
+    storage = Storage(ir.data_node(data_))
     t = Tensor(storage, requires_grad=requires_grad)
     if requires_grad:
         storage.requires_grad = True
