@@ -613,7 +613,7 @@ class _Worker:
     def __init__(self) -> None:
         self._queue = sched.SimpleQueue(name="executions")
         self._lock = sched.Lock(name="executor")
-        self._last: sched.Event | None = None
+        self._last: sched.Latch | None = None
         self._thread: sched.Thread | None = None
         self._failure: BaseException | None = None  # the first failed execution since the last wait
         self._interrupted: list[_Execution] = []  # cut short by a torn-down run, to settle after it
@@ -641,8 +641,8 @@ class _Worker:
         self._closures.append(thread)
         thread.start()
 
-    def submit(self, job: _Execution) -> sched.Event:
-        done = sched.Event(name="execution done")
+    def submit(self, job: _Execution) -> sched.Latch:
+        done = sched.Latch(name="execution done")  # set once: a latch (the same schedule point)
         with self._lock:
             thread = self._thread
             if thread is None or not thread.is_alive():
@@ -672,9 +672,9 @@ class _Worker:
         the closures it started finish, so that none outlives a run into the next."""
         with self._lock:
             thread = self._thread
-            done: sched.Event | None = None
+            done: sched.Latch | None = None
             if thread is not None and thread.is_alive():
-                done = sched.Event(name="shutdown")
+                done = sched.Latch(name="shutdown")
                 self._queue.put((None, done))
         if thread is not None and done is not None:
             done.wait(timeout=30)
