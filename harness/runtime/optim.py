@@ -21,12 +21,15 @@ def zeros_like_layout(p: Tensor) -> Tensor:
     State created replicated next to a sharded parameter would take the parameter's layout only
     after the first step (XLA propagates it), so step 2 would see new input shardings and
     compile again. A parameter holding device data gives its layout to the zeros at once, and
-    its requested output sharding becomes the state's, so every step has the same layout.
+    its requested output sharding becomes the state's, so every step has the same layout. That
+    holds for a replicated parameter too: replicated over a user's mesh (FSDPv2's layout for a
+    dimension the mesh does not divide) is another input layout than the default replicated one,
+    and state left there made every such training loop compile twice.
     """
     buf = zeros(p.shape)
     src, dst = p._storage, buf._storage
     data = src.node.data
-    if data is not None and data.sharding is not None and not getattr(data.sharding, "is_fully_replicated", True):
+    if data is not None and data.sharding is not None and data.sharding != dst.node.data.sharding:
         dst.materialize(executor.reshard(dst.node.data, data.sharding))
     dst.sharding = src.sharding
     return buf

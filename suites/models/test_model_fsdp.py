@@ -57,7 +57,7 @@ def test_tiny_vit_trains_under_fsdpv2(functionalization: bool, use_kernel: bool)
     losses, compiles = _train(model, batch, 5, lambda ps: xr.optim.Adam(ps, lr=3e-3))
     assert all(np.isfinite(losses))
     assert losses[-1] < losses[0], f"loss did not decrease: {losses}"
-    assert compiles[-1] == compiles[2], f"the steady state compiled again: {compiles}"
+    assert compiles[-1] == compiles[0], f"a step after the first compiled again: {compiles}"
 
 
 def test_mlp_trains_under_fsdpv2() -> None:
@@ -72,7 +72,7 @@ def test_mlp_trains_under_fsdpv2() -> None:
     w1, b1, w2, b2 = (p.numpy().astype(np.float64) for p in (model.fc1.weight, model.fc1.bias, model.fc2.weight, model.fc2.bias))
     losses, compiles = _train(model, batch, 8, lambda ps: xr.optim.SGD(ps, lr=0.5, momentum=0.5))
     assert losses[-1] < 0.7 * losses[0], f"loss did not decrease: {losses}"
-    assert compiles[-1] == compiles[2], f"the steady state compiled again: {compiles}"
+    assert compiles[-1] == compiles[0], f"a step after the first compiled again: {compiles}"
     # the first loss against numpy (same initial parameters, same batch)
     rng = np.random.default_rng(1)
     x = rng.standard_normal((16, 16))

@@ -49,6 +49,6 @@ def test_linear_model_trains_like_numpy(functionalization: bool) -> None:
     assert values[-1] < 0.5 * values[0], f"loss did not decrease: {values[0]:.4f} -> {values[-1]:.4f}"
     np.testing.assert_allclose(model.fc.weight.numpy(), w, rtol=1e-4, atol=1e-5)
     np.testing.assert_allclose(model.fc.bias.numpy(), b, rtol=1e-4, atol=1e-5)
-    assert compiles[-1] == compiles[2], f"the steady state compiled again: {compiles}"
+    assert compiles[-1] == compiles[0], f"the steady state compiled again: {compiles}"
     assert xr.sharding_spec(model.fc.weight) == ("model", None)
     assert xr.sharding_spec(model.fc.bias) == ("model",)

@@ -116,14 +116,14 @@ def test_fsdp_known_extra_data_axis() -> None:
 # ---------------------------------------------------------------- optimizer state layouts
 
 
-def _train(opt_factory, mesh: xr.Mesh, steps: int = 4) -> list[int]:  # noqa: ANN001
-    model = xr.fsdp.FSDPv2(xr.models.LinearModel(16, 8), mesh)
+def _train(opt_factory, mesh: xr.Mesh, steps: int = 4, features: int = 8) -> list[int]:  # noqa: ANN001
+    model = xr.fsdp.FSDPv2(xr.models.LinearModel(16, features), mesh)
     opt = opt_factory(model.parameters())
     rng = np.random.default_rng(0)
     counts = []
     for _ in range(steps):
         x = xr.tensor(rng.standard_normal((16, 16)).astype(np.float32))
-        loss = xr.nn.mse_loss(model(x), xr.tensor(np.zeros((16, 8), np.float32)))
+        loss = xr.nn.mse_loss(model(x), xr.tensor(np.zeros((16, features), np.float32)))
         loss.backward()
         opt.step()
         opt.zero_grad()
@@ -138,8 +138,12 @@ def _train(opt_factory, mesh: xr.Mesh, steps: int = 4) -> list[int]:  # noqa: AN
     [lambda ps: xr.optim.Adam(ps, lr=1e-3), lambda ps: xr.optim.SGD(ps, lr=0.1, momentum=0.9)],
     ids=["adam", "sgd-momentum"],
 )
-def test_optimizer_state_keeps_fsdp_layout(fsdp_mesh: xr.Mesh, factory) -> None:  # noqa: ANN001
-    counts = _train(factory, fsdp_mesh)
+@pytest.mark.parametrize("features", [8, 10], ids=["every-param-split", "bias-replicated-on-the-mesh"])
+def test_optimizer_state_keeps_fsdp_layout(fsdp_mesh: xr.Mesh, factory, features: int) -> None:  # noqa: ANN001
+    # with 10 features the bias cannot be split over 8 devices: FSDPv2 lays it out replicated on
+    # the fsdp mesh, and its state must start there too, not on the default replicated layout
+    # (equal values, another mesh: a second program at step 2)
+    counts = _train(factory, fsdp_mesh, features=features)
     assert counts[1:] == [counts[0]] * (len(counts) - 1), f"compile counts per step {counts}"
 
 

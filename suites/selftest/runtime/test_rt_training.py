@@ -214,7 +214,7 @@ def test_optimizer_steps_match_numpy(name: str, dp: int) -> None:
     np.testing.assert_allclose(losses, ref_losses, rtol=1e-4)
     np.testing.assert_allclose(model.fc.weight.numpy(), ref_w, rtol=1e-4, atol=1e-5)
     np.testing.assert_allclose(model.fc.bias.numpy(), ref_b, rtol=1e-4, atol=1e-5)
-    assert compiles[-1] == compiles[2], f"steady steps compiled again: {compiles}"
+    assert compiles[-1] == compiles[0], f"steady steps compiled again: {compiles}"
 
 
 def test_optimizer_argument_checks() -> None:
