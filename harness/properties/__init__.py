@@ -12,6 +12,7 @@ Importing this package does not start JAX; building a strategy over meshes does.
 from __future__ import annotations
 
 from harness.properties.base import Falsified, Invariant
+from harness.properties.compiles import COMPILE_STABILITY, check_compile_stability
 from harness.properties.discovery import DISCOVERY_IDEMPOTENCE, check_discovery
 from harness.properties.donation import DONATION, SHARED_BUFFER, check_donation, check_shared_buffer
 from harness.properties.layout import (
@@ -58,6 +59,7 @@ from harness.properties.strategies import (
 
 __all__ = [
     "BUFFER_SHARING",
+    "COMPILE_STABILITY",
     "PARTIAL_SYNC",
     "SHARED_BUFFER",
     "WAITING_SYNC",
@@ -82,6 +84,7 @@ __all__ = [
     "Invariant",
     "SyncAliasMachine",
     "UnknownInvariant",
+    "check_compile_stability",
     "check_coverage",
     "check_discovery",
     "check_donation",

@@ -14,6 +14,7 @@ import pytest
 
 from harness.properties import (
     BUFFER_SHARING,
+    COMPILE_STABILITY,
     COVERAGE,
     DISCOVERY_IDEMPOTENCE,
     DONATION,
@@ -56,6 +57,7 @@ test_view_writes = OPTIONS_INDEPENDENT(VIEW_WRITES.hypothesis_test())
 test_shared_buffer = OPTIONS_INDEPENDENT(SHARED_BUFFER.hypothesis_test())
 test_waiting_sync = WAITING_SYNC.hypothesis_test()
 test_partial_sync = OPTIONS_INDEPENDENT(PARTIAL_SYNC.hypothesis_test())
+test_compile_stability = OPTIONS_INDEPENDENT(COMPILE_STABILITY.hypothesis_test())
 
 
 def test_every_registered_invariant_runs_here() -> None:
