@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 from harness.adapters import base
 from harness.properties import strategies as pst
 from harness.properties.base import Invariant
-from harness.runtime import config, executor, fsdp, models, nn, optim, sharding, step
+from harness.runtime import config, executor, fsdp, models, nn, optim, recompiles, sharding, step
 from harness.runtime.mesh import Mesh
 from harness.runtime.tensor import Tensor, tensor
 
@@ -78,7 +78,8 @@ def check_compile_stability(
     axis = mesh.axis_names[0]
     batch = 2 * mesh.shape()[axis]
     rng = np.random.default_rng(0)
-    counts: list[int] = []
+    start = executor.compile_count()
+    counts: list[int] = []  # compiles since the loop began, after each step
     for k in range(STEPS):
         x = tensor(rng.standard_normal((batch, fin)).astype(np.float32))
         y = tensor(rng.standard_normal((batch, fout)).astype(np.float32))
@@ -95,11 +96,12 @@ def check_compile_stability(
         opt.step()
         opt.zero_grad()
         step.mark_step()
-        counts.append(executor.compile_count())
+        counts.append(executor.compile_count() - start)
     assert counts[-1] == counts[0], (
-        f"the loop compiled again after its first step: compile count after each of {STEPS} steps "
+        f"the loop compiled again after its first step: compiles so far after each of {STEPS} steps "
         f"{counts} (layout {layout}, optimizer {optimizer}, Python scalar {scalars}); "
-        "the steps recorded the same ops, so a later step needs no new program"
+        f"the steps recorded the same ops, so a later step needs no new program. The runtime: "
+        f"{recompiles.last_compile_reason()}"
     )
 
 

@@ -20,6 +20,7 @@ from harness.runtime.errors import (
 from harness.runtime.executor import compile_count, metrics
 from harness.runtime.mesh import HybridMesh, Mesh, normalize_spec
 from harness.runtime.nn import manual_seed
+from harness.runtime.recompiles import last_compile_reason
 from harness.runtime.sharding import clear_sharding, is_sharded, mark_sharding, sharding_spec
 from harness.runtime.step import device_data, forget_pending, mark_step, sync, wait_device_ops
 from harness.runtime.tensor import Tensor, cat, ones, tensor, where, zeros
@@ -49,6 +50,7 @@ __all__ = [
     "gradient_accumulation",
     "is_sharded",
     "kernels",
+    "last_compile_reason",
     "load",
     "manual_seed",
     "mark_sharding",

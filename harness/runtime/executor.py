@@ -42,7 +42,7 @@ import numpy as np
 from jax.sharding import NamedSharding, PartitionSpec
 
 from harness import sched
-from harness.runtime import config, faults, ir, topology
+from harness.runtime import config, faults, ir, recompiles, topology
 from harness.runtime.errors import DonatedBufferError, PlaceholderAccessError
 
 # Donation is requested for every updated parameter; when XLA cannot reuse a buffer in place the
@@ -466,6 +466,7 @@ def _compile(
 
 def _plan(walk: _Walk, out_shardings: Sequence[Any], donate_idx: tuple[int, ...]) -> _Plan:
     """Derive a step's plan from its walk, compiling its executable (a cache miss)."""
+    recompiles.note(walk, out_shardings, donate_idx)
     graph = walk.graph()
     # distinct roots only: the same value requested twice is computed and returned once
     unique: list[int] = []
@@ -555,6 +556,7 @@ def compile_count() -> int:
 def clear_cache() -> None:
     with _cache_lock:
         _cache.clear()
+    recompiles.forget()
 
 
 # --------------------------------------------------------------------------- asynchronous execution
