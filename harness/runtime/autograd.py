@@ -63,7 +63,7 @@ def _unfold(root: ir.Node) -> ir.Node:
 def _grad_leaves(root: ir.Node) -> list[ir.Node]:
     """The values of requires-grad leaves reachable from ``root`` (not through a stop_gradient),
     each once: a walk of the whole forward graph at every ``backward``, so its loop is kept to
-    the checks themselves (nodes hash by identity, the leaf test is written out)."""
+    the checks themselves (nodes hash by identity; only a node with a leaf pays a call)."""
     seen: set[ir.Node] = set()
     leaves: list[ir.Node] = []
     stack = [root]
@@ -75,12 +75,9 @@ def _grad_leaves(root: ir.Node) -> list[ir.Node]:
         mark(node)
         if node.op == "stop_gradient":
             continue
-        leaf = node.leaf
-        if leaf is not None:
-            storage = leaf()
-            if storage is not None and storage.requires_grad:
-                leaves.append(node)
-                continue
+        if node.leaf is not None and _leaf_storage(node) is not None:  # few nodes have a leaf
+            leaves.append(node)
+            continue
         push(node.operands)
     return leaves
 

@@ -111,14 +111,18 @@ class Node:
 _new_node = object.__new__
 
 
-def data_node(data: Any, aid: int | None = None) -> Node:
-    """The leaf holding device data ``data`` (of aval ``data.aval``, whose id ``aid`` is, when the
-    caller knows it): one per materialized value of every step, so its fields are set directly."""
+def data_node(data: Any) -> Node:
+    """The leaf holding device data ``data``: one per materialized value of every step, so its
+    fields are set directly. The aval's id comes with a step's outputs (their plan found it
+    once); other data finds it here once."""
     node = _new_node(Node)
     node.op = "data"
     node.operands = node.attrs = ()
     node.aval = aval = data.aval
-    node.aid = aval_id(aval) if aid is None else aid
+    aid = data.aid
+    if aid is None:
+        aid = data.aid = aval_id(aval)
+    node.aid = aid
     node.data = data
     node.leaf = node.origin = node.sharding = node.kind = None
     node.folded = False
@@ -192,7 +196,7 @@ def _scalar_signature(dtype: np.dtype) -> tuple[Aval, int, int, tuple]:
     if found is None:
         attrs = (np.dtype(dtype),)
         aval = Aval((), dtype)
-        found = _scalar_signatures[dtype] = (aval, aval_id(aval), intern((SCALAR, attrs)), attrs)
+        found = _scalar_signatures[dtype] = (aval, aval_id(aval), kind_id(SCALAR, attrs, 0), attrs)
     return found
 
 

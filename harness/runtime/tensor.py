@@ -64,7 +64,7 @@ class Storage:
         step between the forward pass and ``backward()`` does not cut the gradient's path.
         """
         old = self.node
-        node = ir.data_node(data, data.aid)
+        node = ir.data_node(data)
         if self.requires_grad:
             node.leaf = weakref.ref(self)
         elif self.grad_dep:

@@ -1,12 +1,13 @@
 """wait-gap: ``wait_device_ops()`` returns while the step's execution is still running.
 
-PyTorch/XLA PR #5078 moved taking the per-device execution lock out of ``ExecuteComputation``
-into a closure (``lockfn``) that an IO thread pool runs later, so that tracing the next step is
-not held up by the device. ``wait_device_ops`` waited by taking those device locks: an execution
-whose closure had not run yet held no lock, and the wait passed it by. PyTorch/XLA PR #5284 kept
-that window. PyTorch/XLA PR #5811 closed it by rebuilding ``WaitDeviceOps`` on an operation
-tracker that registers each execution before launch; until then the gap showed as intermittent
-test failures. The kind of check that trips over it is PyTorch/XLA #4626's, which reads the
+In PyTorch/XLA (pytorch/xla#5078) taking the per-device execution lock moved out of
+``ExecuteComputation`` into a closure (``lockfn``) that an IO thread pool runs later, so that
+tracing the next step is not held up by the device. ``wait_device_ops`` waited by taking those
+device locks: an execution whose closure had not run yet held no lock, and the wait passed it by.
+The window stayed through pytorch/xla#5284; pytorch/xla#5811 removed it by rebuilding
+``WaitDeviceOps`` on an operation tracker that registers each execution before launch. Until then
+the gap showed as intermittent test failures. The kind of check that trips over it is
+pytorch/xla#4626's, which reads the
 ``ExecuteTime`` metric right after ``mark_step(); wait_device_ops()``. Releases
 2.1.x carry the gap; 2.2.0 has the fix.
 

@@ -10,11 +10,11 @@ What is controlled
     The test body (participant 0) and every ``sched.Thread`` a participant starts (1, 2, ... in
     spawn order). They switch only at schedule points: ``point(name)`` calls, and every operation
     of ``Event`` (and ``Latch``, its set-once form), ``Lock``, ``RLock``, ``SimpleQueue`` and
-    ``Thread`` (start, join) that synchronizes. A participant that would block on one of those primitives is parked instead,
-    and resumed when what it waits for holds; a wait with a timeout may be chosen to expire,
-    without any real sleep. Deadlocks, livelocks (``max_steps``) and participants stuck in
-    something uncontrolled (``stall_timeout``) become errors listing every thread, its point and
-    its stack, never a hang.
+    ``Thread`` (start, join) that synchronizes. A participant that would block on one of those
+    primitives is parked instead, and resumed when what it waits for holds; a wait with a
+    timeout may be chosen to expire, without any real sleep. Deadlocks, livelocks
+    (``max_steps``) and participants stuck in something uncontrolled (``stall_timeout``) become
+    errors listing every thread, its point and its stack, never a hang.
 
 What stays free
     Threads that are not participants (started before the run, by a non-participant, or owned by
