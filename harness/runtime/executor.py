@@ -114,7 +114,7 @@ class DeviceData:
         assert self._array is not None
         if self._array.is_deleted():
             raise DonatedBufferError(
-                f"buffer with shape {_shape_str(self.aval)} is deleted: it was donated to a later "
+                f"buffer with shape {ir.aval_text(self.aval)} is deleted: it was donated to a later "
                 "execution while a tensor still referenced it"
             )
         return self._array
@@ -134,16 +134,12 @@ class DeviceData:
             if crash_mode() == "signal":
                 ctypes.string_at(0)  # shards[0] of an unfilled placeholder: a null read, SIGSEGV
             raise PlaceholderAccessError(
-                f"GetHandle() on placeholder device data (shape {_shape_str(self.aval)}): "
+                f"GetHandle() on placeholder device data (shape {ir.aval_text(self.aval)}): "
                 "its execution has not completed"
             )
         if array.is_deleted():
-            raise DonatedBufferError(f"buffer with shape {_shape_str(self.aval)} is deleted")
+            raise DonatedBufferError(f"buffer with shape {ir.aval_text(self.aval)} is deleted")
         return int(array.addressable_shards[0].data.unsafe_buffer_pointer())
-
-
-def _shape_str(aval: ir.Aval) -> str:
-    return f"{aval.dtype.name}[{','.join(map(str, aval.shape))}]"
 
 
 # --------------------------------------------------------------------------- host transfers
@@ -466,8 +462,8 @@ def _compile(
 
 def _plan(walk: _Walk, out_shardings: Sequence[Any], donate_idx: tuple[int, ...]) -> _Plan:
     """Derive a step's plan from its walk, compiling its executable (a cache miss)."""
-    recompiles.note(walk, out_shardings, donate_idx)
     graph = walk.graph()
+    recompiles.note(graph.program, graph.root_positions, out_shardings, donate_idx)
     # distinct roots only: the same value requested twice is computed and returned once
     unique: list[int] = []
     where: list[int] = []
@@ -834,7 +830,7 @@ class _Execution:
             if out.is_placeholder:
                 out._settle(
                     ExecutionAbandoned(
-                        f"the execution producing this {_shape_str(out.aval)} value was abandoned "
+                        f"the execution producing this {ir.aval_text(out.aval)} value was abandoned "
                         "with the controlled run that launched it"
                     )
                 )

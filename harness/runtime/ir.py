@@ -44,6 +44,12 @@ class Aval(tuple):
         return self[1]
 
 
+def aval_text(aval: Any) -> str:
+    """A (shape, dtype) pair as messages spell it: ``float32[16,64]``."""
+    shape, dtype = aval
+    return f"{np.dtype(dtype).name}[{','.join(map(str, shape))}]"
+
+
 class Node:
     """One recorded operation (or a device-data leaf when ``data`` is set)."""
 

@@ -2,14 +2,14 @@
 
 A compile the user did not expect is the runtime's commonest slowdown, and a compile count says
 only that it happened. PyTorch/XLA answers with its debug mode's compilation cause, JAX with
-``jax_explain_cache_misses``; here every compile (a cache miss of ``executor``) is described
-node by node and compared with the most similar of the last programs of the same size: which
+``jax_explain_cache_misses``; here every compile (a cache miss of ``executor``) is compared,
+program entry by program entry, with the most similar of the last programs of the same size: which
 input came with another shape, dtype or layout, which op changed, which requested output layout
 or donation differs. ``last_compile_reason()`` returns the latest such text, and each one is
 logged at INFO on the ``harness.runtime.recompiles`` logger.
 
-Only a compile pays for this (a description of its nodes); a step that finds its program does
-nothing here.
+Only a compile pays for this (a comparison of the program it builds anyway); a step that finds
+its program does nothing here.
 """
 
 from __future__ import annotations
@@ -46,29 +46,16 @@ def _layout(sharding: Any) -> str:
     return f"{what} on mesh ({axes}) over devices {devices}"
 
 
-def _aval(aval: Any) -> str:
-    shape, dtype = aval
-    return f"{np.dtype(dtype).name}[{','.join(map(str, shape))}]"
-
-
 class _Program:
-    """What one compiled program was derived from, entry by entry, in walk order."""
+    """What one compiled program was derived from: its program entries (``ir.Program``: an input
+    with its index and description, a packed scalar, or an op with its attributes, operand
+    positions and layout constraint), its outputs, the requested layouts and the donations."""
 
     __slots__ = ("entries", "roots", "requested", "donated")
 
-    def __init__(self, walk: Any, requested: Sequence[Any], donated: tuple[int, ...]) -> None:
-        position = {node: i for i, node in enumerate(walk.nodes)}
-        entries: list[tuple] = []
-        for node in walk.nodes:
-            data = node.data
-            if data is not None:
-                entries.append(("input", walk.input_index[data], data.aval, data.sharding))
-            elif node.op is ir.SCALAR:
-                entries.append(("scalar", node.attrs))
-            else:
-                entries.append((node.op, node.attrs, tuple(position[o] for o in node.operands), node.sharding))
-        self.entries = tuple(entries)
-        self.roots = tuple(walk.root_positions)
+    def __init__(self, program: ir.Program, roots: tuple[int, ...], requested: Sequence[Any], donated: tuple[int, ...]) -> None:
+        self.entries = program
+        self.roots = roots
         self.requested = tuple(requested)
         self.donated = donated
 
@@ -78,19 +65,20 @@ class _Program:
         for i, (now, before) in enumerate(zip(self.entries, earlier.entries, strict=True)):
             if now == before:
                 continue
-            if now[0] == before[0] == "input" and now[1] == before[1]:
+            if now[0] == before[0] == ir.IN and now[1] == before[1]:
+                (_, aval, layout), (_, was_aval, was_layout) = now[2], before[2]
                 what = f"input {now[1]}"
-                if now[2] != before[2]:
-                    out.append(f"{what} is {_aval(now[2])}, was {_aval(before[2])}")
+                if aval != was_aval:
+                    out.append(f"{what} is {ir.aval_text(aval)}, was {ir.aval_text(was_aval)}")
                 else:
-                    out.append(f"{what} ({_aval(now[2])}) is laid out {_layout(now[3])}, was {_layout(before[3])}")
-            elif now[0] == before[0] and now[0] not in ("input", "scalar") and now[1:3] == before[1:3]:
+                    out.append(f"{what} ({ir.aval_text(aval)}) is laid out {_layout(layout)}, was {_layout(was_layout)}")
+            elif now[0] == before[0] and now[0] not in (ir.IN, ir.SCALAR) and now[1:3] == before[1:3]:
                 out.append(f"node {i} ({now[0]}) constrains its layout to {_layout(now[3])}, was {_layout(before[3])}")
             else:
                 out.append(f"node {i} is {_entry(now)}, was {_entry(before)}")
         if self.roots != earlier.roots:
             out.append(f"the outputs are nodes {self.roots}, were {earlier.roots}")
-        for k, (now, before) in enumerate(zip(self.requested, earlier.requested, strict=False)):
+        for k, (now, before) in enumerate(zip(self.requested, earlier.requested, strict=True)):
             if now != before:
                 out.append(f"output {k} is requested {_layout(now)}, was {_layout(before)}")
         if self.donated != earlier.donated:
@@ -99,10 +87,10 @@ class _Program:
 
 
 def _entry(entry: tuple) -> str:
-    if entry[0] == "input":
-        return f"input {entry[1]} ({_aval(entry[2])})"
-    if entry[0] == "scalar":
-        return f"a Python scalar ({np.dtype(entry[1][0]).name})"
+    if entry[0] == ir.IN:
+        return f"input {entry[1]} ({ir.aval_text(entry[2][1])})"
+    if entry[0] == ir.SCALAR:
+        return f"a Python scalar (element {entry[1][1]} of input {entry[1][0]})"
     return f"{entry[0]} of nodes {list(entry[2])}"
 
 
@@ -111,11 +99,11 @@ _lock = threading.Lock()
 _last: str | None = None
 
 
-def note(walk: Any, requested: Sequence[Any], donated: tuple[int, ...]) -> str:
-    """Describe a program about to be compiled, against the closest earlier one; returns (and
-    keeps, and logs) the reason."""
+def note(entries: ir.Program, roots: tuple[int, ...], requested: Sequence[Any], donated: tuple[int, ...]) -> str:
+    """Compare a program about to be compiled with the closest earlier one; returns (and keeps,
+    and logs) the reason."""
     global _last
-    program = _Program(walk, requested, donated)
+    program = _Program(entries, roots, requested, donated)
     with _lock:
         same_size = [p for p in _recent if len(p.entries) == len(program.entries) and len(p.requested) == len(program.requested)]
         _recent.append(program)
