@@ -1,5 +1,6 @@
-"""The workflow runs the catalog against each PyTorch/XLA release in a job of its own, with the
-release's environment cached, feeding the merged report like any cell."""
+"""The workflow runs the catalog against each runtime release (the PyTorch/XLA releases, and JAX at
+its lowest declared bound) in a job of its own, with the release's environment cached, feeding the
+merged report like any cell."""
 
 from __future__ import annotations
 
@@ -15,15 +16,24 @@ def test_one_job_per_release_with_a_cached_environment_and_its_own_junit() -> No
     workflow = YAML(typ="safe").load((ROOT / ".github/workflows/ci.yml").read_text())
     job = workflow["jobs"]["releases"]
     assert job["strategy"]["fail-fast"] is False
-    assert job["strategy"]["matrix"]["release"] == ["2.5.1", "2.9.0"]
+    include = job["strategy"]["matrix"]["include"]
+    assert [(e["runtime"], e["release"]) for e in include] == [
+        ("torch_xla", "2.5.1"),
+        ("torch_xla", "2.9.0"),
+        ("jax", "0.10.0"),  # the lowest bound of pyproject.toml's range (test_declared_range.py)
+    ]
     steps = job["steps"]
     (cache,) = [s for s in steps if str(s.get("uses", "")).startswith("actions/cache@")]
     assert cache["with"]["path"] == "~/.cache/xharness/envs"
     key = cache["with"]["key"]
-    assert "${{ matrix.release }}" in key and "steps.python.outputs.python-version" in key
-    assert any(s.get("run") == 'bash ci/releases.sh "${{ matrix.release }}"' for s in steps)
+    assert "${{ matrix.runtime }}-${{ matrix.release }}" in key
+    assert "steps.python.outputs.python-version" in key
+    (run,) = [s for s in steps if "ci/releases.sh" in s.get("run", "")]
+    assert run["run"] == 'bash ci/releases.sh "$RUNTIME" "$RELEASE"'
+    assert run["env"] == {"RUNTIME": "${{ matrix.runtime }}", "RELEASE": "${{ matrix.release }}"}
     (upload,) = [s for s in steps if str(s.get("uses", "")).startswith("actions/upload-artifact@")]
-    assert upload["with"]["name"] == "junit-torch_xla-${{ matrix.release }}"  # merged by `report`
+    # unique per job, and merged by `report`
+    assert upload["with"]["name"] == "junit-${{ matrix.runtime }}-${{ matrix.release }}"
     assert upload["if"] == "always()"
     assert "releases" in workflow["jobs"]["report"]["needs"]
 
