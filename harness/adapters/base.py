@@ -34,10 +34,11 @@ OP_SHARDING = "op-sharding"  # a mesh's cached spec -> sharding lookup (``Mesh.g
 TRAINING = "training"  # modules, optimizers and FSDPv2 in the harness' reference API
 HANDLES = "handles"  # device-data handles read back, execution counts (the executor's contract)
 VIEW_BASE_LAYOUT = "view-base-layout"  # marking a view lays out the storage it views, its base
+LOCAL_SHARDS = "local-shards"  # a sharded tensor's per-device pieces, and a tensor assembled from them
 
 CAPABILITIES: tuple[str, ...] = (
     TENSORS, MESHES, SHARDING, SHARDING_READBACK, STEP, ASYNC_SYNC, ALIASING, SAVE, FSDP, DONATION,
-    DISCOVERY_COUNT, FAULT_SWITCHES, OP_SHARDING, TRAINING, HANDLES, VIEW_BASE_LAYOUT,
+    DISCOVERY_COUNT, FAULT_SWITCHES, OP_SHARDING, TRAINING, HANDLES, VIEW_BASE_LAYOUT, LOCAL_SHARDS,
 )
 
 # ------------------------------------------------------------------------------ behaviours
@@ -149,6 +150,19 @@ class BaseAdapter:
         """The grabbed buffer's value, or None when it was donated and the runtime said so with
         its own clear error; any other outcome of reading a deleted buffer is a failure."""
         raise self._lacks(DONATION)
+
+    def local_shards(self, t: Any) -> list[Any]:
+        """One single-device tensor per device holding ``t``'s piece there, sharing its buffer."""
+        raise self._lacks(LOCAL_SHARDS)
+
+    def from_local_shards(self, pieces: Sequence[Any], mesh: Any, spec: tuple[Any, ...]) -> Any:
+        """The tensor laid out over ``mesh`` by ``spec`` whose per-device pieces are ``pieces``
+        (no copy: it shares their buffers)."""
+        raise self._lacks(LOCAL_SHARDS)
+
+    def is_donated_error(self, exc: BaseException) -> bool:
+        """Whether ``exc`` is the runtime's own clear error for a buffer that was donated."""
+        return False
 
     def collect_handles(self, tensors: Sequence[Any]) -> list[Any]:
         """An asynchronous sync, then the device data of the tensors' graphs deduplicated by

@@ -93,6 +93,15 @@ class ReferenceAdapter(base.TorchStyleAliasing, base.BaseAdapter):
         except self.xr.DonatedBufferError:
             return None
 
+    def local_shards(self, t: Any) -> list[Any]:
+        return self.xr.local_shards(t)
+
+    def from_local_shards(self, pieces: Sequence[Any], mesh: Any, spec: tuple[Any, ...]) -> Any:
+        return self.xr.from_local_shards(list(pieces), mesh, spec)
+
+    def is_donated_error(self, exc: BaseException) -> bool:
+        return isinstance(exc, self.xr.DonatedBufferError)
+
     def collect_handles(self, tensors: Sequence[Any]) -> list[Any]:
         from harness.runtime.accumulation import collect_loop_inputs
 

@@ -14,7 +14,14 @@ from __future__ import annotations
 from harness.properties.base import Falsified, Invariant
 from harness.properties.compiles import COMPILE_STABILITY, check_compile_stability
 from harness.properties.discovery import DISCOVERY_IDEMPOTENCE, check_discovery
-from harness.properties.donation import DONATION, SHARED_BUFFER, check_donation, check_shared_buffer
+from harness.properties.donation import (
+    DONATION,
+    SHARED_BUFFER,
+    SHARED_SHARDS,
+    check_donation,
+    check_shared_buffer,
+    check_shared_shards,
+)
 from harness.properties.layout import (
     COVERAGE,
     HOST_COPY,
@@ -62,8 +69,10 @@ __all__ = [
     "COMPILE_STABILITY",
     "PARTIAL_SYNC",
     "SHARED_BUFFER",
+    "SHARED_SHARDS",
     "WAITING_SYNC",
     "check_shared_buffer",
+    "check_shared_shards",
     "check_waiting_sync",
     "VIEW_WRITES",
     "SAVE_ALIASING",

@@ -18,6 +18,7 @@ from harness import adapters
 from harness.adapters import base
 from harness.properties import strategies as pst
 from harness.properties.base import Invariant
+from harness.runtime import faults
 
 
 def check_donation(values: np.ndarray, read_first: bool) -> None:
@@ -107,4 +108,61 @@ SHARED_BUFFER = Invariant(
     size=lambda example: int(example["materialize_first"]) + int(example["update"] == "c"),
     max_examples=20,
     needs=(base.TENSORS, base.ALIASING, base.STEP),
+)
+
+
+# ------------------------------------------------------------------------------ invariant 8c
+
+
+def check_shared_shards(rows: int, piece: int, assembled: bool, steps_before: int) -> None:
+    """A per-device buffer donated through one array is gone for every array sharing it: a
+    sharded tensor used after one of its local shards (or a piece of a tensor assembled from
+    them) was donated either computes right or raises the runtime's own donated-buffer error.
+    Anything else (XLA's "Invalid buffer passed to Execute()", a crash, garbage) is the runtime
+    handing the executor a buffer that is gone."""
+    rt = adapters.current()
+    n = rt.device_count()
+    mesh = rt.mesh(range(n), (n,), ("d",))
+    values = np.arange(n * rows * 3, dtype=np.float32).reshape(n * rows, 3)
+    whole = rt.tensor(values)
+    rt.mark_sharding(whole, mesh, ("d", None))
+    for _ in range(steps_before):  # the whole may be a step's output rather than a transfer
+        rt.inplace(whole, "add", 0.0)
+        rt.step()
+    pieces = rt.local_shards(whole)
+    target = rt.from_local_shards(pieces, mesh, ("d", None)) if assembled else whole
+    rt.donate(pieces[piece % n])
+    try:
+        got = rt.to_host(rt.derive(target))
+    except Exception as exc:
+        if rt.is_donated_error(exc):
+            return
+        raise AssertionError(
+            f"using a tensor whose per-device buffer {piece % n} was donated through a shard raised "
+            f"{type(exc).__name__}, not the runtime's own donated-buffer error: {exc}"
+        ) from exc
+    assert np.array_equal(got, values * 2 + 1), "a tensor whose per-device buffer was donated computed wrong values"
+
+
+@st.composite
+def _shard_examples(draw: st.DrawFn) -> dict[str, Any]:
+    return {
+        "rows": draw(pst.ints(1, 3)),
+        "piece": draw(pst.ints(0, 7)),
+        "assembled": draw(st.booleans()),
+        "steps_before": draw(pst.ints(0, 2)),
+    }
+
+
+SHARED_SHARDS = Invariant(
+    id="shared-shards",
+    title="a per-device buffer donated through a local shard is refused with the runtime's own error",
+    check=check_shared_shards,
+    examples=_shard_examples,
+    catches=(faults.DELETED_SHARD,),
+    size=lambda example: example["rows"] - 1 + example["steps_before"] + int(example["assembled"]),
+    max_size=0,
+    max_examples=15,
+    min_devices=2,
+    needs=(base.TENSORS, base.MESHES, base.SHARDING, base.STEP, base.DONATION, base.LOCAL_SHARDS),
 )

@@ -5,7 +5,7 @@ from __future__ import annotations
 from harness.properties.base import Invariant
 from harness.properties.compiles import COMPILE_STABILITY
 from harness.properties.discovery import DISCOVERY_IDEMPOTENCE
-from harness.properties.donation import DONATION, SHARED_BUFFER
+from harness.properties.donation import DONATION, SHARED_BUFFER, SHARED_SHARDS
 from harness.properties.layout import COVERAGE, HOST_COPY, ROUND_TRIP, UNEVEN_SPLIT, VIEW_SHARDING
 from harness.properties.machine import (
     BUFFER_SHARING,
@@ -38,6 +38,7 @@ INVARIANTS: tuple[Invariant, ...] = (
     DISCOVERY_IDEMPOTENCE,
     DONATION,
     SHARED_BUFFER,
+    SHARED_SHARDS,
     COMPILE_STABILITY,
 )
 

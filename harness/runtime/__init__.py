@@ -13,6 +13,8 @@ from harness.runtime.errors import (
     CheckpointError,
     DonatedBufferError,
     DuplicateDiscoveryError,
+    ExecutionTimeoutError,
+    InvalidBufferError,
     PlaceholderAccessError,
     RuntimeFault,
     ShardingLostError,
@@ -22,6 +24,7 @@ from harness.runtime.mesh import HybridMesh, Mesh, normalize_spec
 from harness.runtime.nn import manual_seed
 from harness.runtime.recompiles import last_compile_reason
 from harness.runtime.sharding import clear_sharding, is_sharded, mark_sharding, sharding_spec
+from harness.runtime.shards import from_local_shards, local_shards
 from harness.runtime.step import device_data, forget_pending, mark_step, sync, wait_device_ops
 from harness.runtime.tensor import Tensor, cat, ones, tensor, where, zeros
 from harness.runtime.topology import Topology, discover, discovery_count
@@ -30,6 +33,8 @@ __all__ = [
     "CheckpointError",
     "DonatedBufferError",
     "DuplicateDiscoveryError",
+    "ExecutionTimeoutError",
+    "InvalidBufferError",
     "HybridMesh",
     "Mesh",
     "PlaceholderAccessError",
@@ -46,12 +51,14 @@ __all__ = [
     "discovery_count",
     "faults",
     "forget_pending",
+    "from_local_shards",
     "fsdp",
     "gradient_accumulation",
     "is_sharded",
     "kernels",
     "last_compile_reason",
     "load",
+    "local_shards",
     "manual_seed",
     "mark_sharding",
     "mark_step",

@@ -7,6 +7,9 @@ fixed number of seconds, as a slow or stuck accelerator would (env ``HARNESS_EXE
 hung-run test uses it). Races do not need it: under schedule control (``harness.sched``) the
 scheduler decides when the executor runs, and the delay is skipped. ``num_slices`` simulates a
 multi-slice topology on platforms without real slices (env ``HARNESS_NUM_SLICES``).
+``wait_timeout`` bounds every wait on an execution (a value read, ``wait_device_ops``, a sync, a
+save) in seconds: past it the wait raises ``ExecutionTimeoutError`` with the program, the step and
+the executor thread's stack instead of hanging (env ``HARNESS_WAIT_TIMEOUT``; 0 or less: no bound).
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ class Options:
     param_aliasing: bool = True
     execution_delay: float = 0.0
     num_slices: int = 1
+    wait_timeout: float = 600.0
 
 
 def _from_env() -> Options:
@@ -36,6 +40,7 @@ def _from_env() -> Options:
         param_aliasing=_env_flag("HARNESS_PARAM_ALIASING", True),
         execution_delay=float(os.environ.get("HARNESS_EXECUTION_DELAY", "0") or 0),
         num_slices=int(os.environ.get("HARNESS_NUM_SLICES", "1") or 1),
+        wait_timeout=float(os.environ.get("HARNESS_WAIT_TIMEOUT", "600") or 600),
     )
 
 

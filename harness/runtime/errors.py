@@ -30,5 +30,15 @@ class DonatedBufferError(RuntimeFault):
     """A donated (deleted) buffer was read again (upstream: "buffer with shape ... is deleted")."""
 
 
+class InvalidBufferError(RuntimeFault):
+    """An execution was handed a per-device buffer that is gone (upstream: XLA's "Invalid buffer
+    passed to Execute() ... Buffer has been deleted or donated", then SIGSEGV on JAX 0.10)."""
+
+
+class ExecutionTimeoutError(RuntimeFault):
+    """A wait on an execution passed its deadline (``wait_timeout``): the execution never
+    completed. Names the program, the step and where the executor thread was stuck."""
+
+
 class CheckpointError(RuntimeFault):
     """A checkpoint file is missing, truncated, corrupt or not a checkpoint."""

@@ -29,11 +29,14 @@ from __future__ import annotations
 import atexit
 import ctypes
 import os
+import sys
 import threading
 import time
+import traceback
 import warnings
+import weakref
 from collections import OrderedDict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -43,10 +46,18 @@ from jax.sharding import NamedSharding, PartitionSpec
 
 from harness import sched
 from harness.runtime import config, faults, ir, recompiles, topology
-from harness.runtime.errors import DonatedBufferError, PlaceholderAccessError
+from harness.runtime.errors import (
+    DonatedBufferError,
+    ExecutionTimeoutError,
+    InvalidBufferError,
+    PlaceholderAccessError,
+)
 
-# Donation is requested for every updated parameter; when XLA cannot reuse a buffer in place the
-# array is still deleted (the semantics tests rely on), so the advisory warning is only noise.
+# Donation is requested for every updated parameter. JAX promises that a donated array is deleted
+# by the donating call, and reports a donation XLA declined (it could not reuse the buffer) with
+# this warning; some releases then leave that array alive. The runtime's own promise is the
+# stronger one PyTorch/XLA makes: a donated buffer is gone. It deletes a declined one itself once
+# the execution has completed (``_Execution._complete``), so the warning is only noise here.
 warnings.filterwarnings("ignore", message="Some donated buffers were not usable")
 
 
@@ -63,10 +74,16 @@ def input_key(aval: ir.Aval, sharding: Any) -> tuple:
 class DeviceData:
     """A (possibly sharded) device buffer, or a placeholder for one still being computed."""
 
-    __slots__ = ("aval", "sharding", "kid", "aid", "_array", "_ready", "_error", "__weakref__")
+    __slots__ = ("aval", "sharding", "kid", "aid", "shares", "_array", "_ready", "_error", "_ticket", "__weakref__")
 
     def __init__(
-        self, aval: ir.Aval, sharding: Any, array: jax.Array | None = None, kid: int | None = None, aid: int | None = None
+        self,
+        aval: ir.Aval,
+        sharding: Any,
+        array: jax.Array | None = None,
+        kid: int | None = None,
+        aid: int | None = None,
+        ticket: Ticket | None = None,
     ) -> None:
         self.aval = aval
         self.sharding = sharding
@@ -77,6 +94,10 @@ class DeviceData:
         self._array = array
         self._error: BaseException | None = None
         self._ready: sched.Latch | None = None if array is not None else sched.Latch(name="placeholder")
+        self._ticket = ticket  # the execution computing it: what a bounded wait names
+        # its per-device buffers may also be another array's (``local_shards``,
+        # ``from_local_shards``): one can be deleted while this array's own flag says it is not
+        self.shares = False
 
     @property
     def key(self) -> tuple:
@@ -108,7 +129,7 @@ class DeviceData:
         """The buffer, waiting for its execution if it is still a placeholder."""
         ready = self._ready
         if ready is not None and not ready.is_set():  # a filled one is read without a point
-            ready.wait()
+            await_latch(ready, "reading a value", self._ticket)
         if self._error is not None:
             raise self._error
         assert self._array is not None
@@ -221,6 +242,13 @@ def to_host(data: DeviceData) -> np.ndarray:
     processes needs) ran a program over every process for nothing, 0.5 ms a read in a two-process
     cell and 22 ms the first time for each shape (its compile), against under 0.1 ms now."""
     array = data.array()
+    ticket = data._ticket
+    if ticket is not None and not ticket.done.is_set() and not sched.is_controlled():
+        # the device work may still be running: wait for it here, bounded, rather than in
+        # JAX's own unbounded block inside ``np.asarray``
+        await_latch(ticket.done, "reading a value", ticket)
+        if data._error is not None:
+            raise data._error
     if array.is_fully_addressable:
         return np.asarray(array)
     if array.sharding.is_fully_replicated:
@@ -406,6 +434,25 @@ class Executable:
     compiled: Any
     output_shardings: tuple
     arg_order: tuple[int, ...] = ()  # graph input index of each compiled argument
+    donated: tuple[int, ...] = ()  # compiled argument positions donated to the execution
+    name: str = ""  # what an error about one of its executions calls the program
+
+
+def describe_program(program: ir.Program, number: int) -> str:
+    """A short name for a program in an error: its number, its ops and its inputs."""
+    ops: dict[str, int] = {}
+    inputs: list[str] = []
+    for entry in program:
+        if entry[0] == ir.IN:
+            inputs.append(ir.aval_text(entry[2][1]))
+        elif entry[0] != ir.SCALAR:
+            name = str(entry[0])
+            ops[name] = ops.get(name, 0) + 1
+    common = sorted(ops.items(), key=lambda item: -item[1])[:6]
+    op_text = ", ".join(f"{op} x{n}" if n > 1 else op for op, n in common)
+    more = ", ..." if len(ops) > len(common) else ""
+    shown = ", ".join(inputs[:6]) + (", ..." if len(inputs) > 6 else "")
+    return f"program {number} ({sum(ops.values())} ops: {op_text}{more}; inputs {shown or 'none'})"
 
 
 @dataclass
@@ -455,9 +502,10 @@ def _compile(
     )
     structs = [jax.ShapeDtypeStruct(graph.inputs[i].aval.shape, graph.inputs[i].aval.dtype) for i in order]
     compiled = jitted.lower(*structs).compile()
-    exe = Executable(compiled, tuple(compiled.output_shardings), order)
     metrics.compiles += 1
-    return exe
+    donated = tuple(sorted(position[i] for i in donate))
+    return Executable(compiled, tuple(compiled.output_shardings), order, donated,
+                      describe_program(graph.program, metrics.compiles))
 
 
 def _plan(walk: _Walk, out_shardings: Sequence[Any], donate_idx: tuple[int, ...]) -> _Plan:
@@ -558,6 +606,116 @@ def clear_cache() -> None:
 # --------------------------------------------------------------------------- asynchronous execution
 
 
+class Ticket:
+    """What a wait on one execution knows about it, without holding its inputs: its number, its
+    program, the latch set when the executor thread is done with it, and the execution itself
+    (weakly) so that a wait that gives up can fail it."""
+
+    __slots__ = ("number", "program", "done", "job", "dispatched", "given_up", "__weakref__")
+
+    def __init__(self, number: int, program: str) -> None:
+        self.number = number
+        self.program = program
+        self.done = sched.Latch(name="execution done")  # set once: a latch (the same schedule point)
+        self.job: Callable[[], _Execution | None] = _nobody  # the execution sets it (``_Execution``)
+        self.dispatched: float | None = None  # when the executor thread launched it
+        self.given_up = False  # a wait gave up on it: what it does later is nobody's concern
+
+    def describe(self) -> str:
+        return f"execution {self.number} of {self.program}"
+
+
+def _nobody() -> None:
+    return None
+
+
+def wait_timeout() -> float | None:
+    """The deadline of a wait on an execution, in seconds (None: unbounded). A controlled run
+    (``harness.sched``) waits without one: there its scheduler decides who runs, and a timeout
+    would be a schedule choice of its own."""
+    limit = config.options.wait_timeout
+    if limit is None or limit <= 0 or sched.is_controlled():
+        return None
+    return float(limit)
+
+
+def await_latch(latch: sched.Latch, what: str, ticket: Ticket | None) -> None:
+    """``latch.wait()``, bounded by ``wait_timeout``: past it the stuck work is given up (its
+    values fail with the error) and ``ExecutionTimeoutError`` is raised with the evidence."""
+    limit = wait_timeout()
+    if latch.wait(limit) or latch.is_set():
+        return
+    raise _worker.give_up(what, ticket, limit or 0.0)
+
+
+def executor_stack(thread: threading.Thread | None) -> str:
+    """The Python stack of ``thread`` as it is now, innermost call last."""
+    if thread is None or thread.ident is None:
+        return "(no executor thread)"
+    frame = sys._current_frames().get(thread.ident)
+    if frame is None:
+        return f"(thread {thread.name} is not running)"
+    return "".join(traceback.format_stack(frame)).rstrip()
+
+
+def check_inputs_live(args: Sequence[jax.Array], inputs: Sequence[DeviceData], ticket: Ticket) -> None:
+    """Refuse to hand XLA an input one of whose per-device buffers is gone.
+
+    A global array's ``is_deleted()`` is true only when the whole array was deleted; a per-device
+    buffer it shares with another array (a single-device piece assembled with
+    ``make_array_from_single_device_arrays``, a reshard over the same devices) can be donated or
+    deleted through that other array while the flag stays false. XLA then rejects the execution
+    on that device only, and the other devices run on: JAX 0.10 dies with SIGSEGV, later
+    releases raise or wait for ever on a collective. The runtime's own error names the input.
+
+    Looking at the per-device buffers makes JAX build (and keep) one array object per device, so
+    they are looked at only for inputs that may share them (``DeviceData.shares``); every other
+    input is checked by the global flag, which ``DeviceData.array`` reads anyway.
+    """
+    for position, array in enumerate(args):
+        if not inputs[position].shares and not array.is_deleted():
+            continue
+        if array.is_deleted():
+            where = "every device"
+        else:
+            pieces = getattr(array, "_arrays", None)
+            if pieces is None:
+                pieces = [shard.data for shard in array.addressable_shards]
+            gone = [k for k, piece in enumerate(pieces) if piece.is_deleted()]
+            if not gone:
+                continue
+            order = getattr(array.sharding, "_addressable_device_assignment", None)
+            names = [str(order[k]) if order is not None and k < len(order) else f"piece {k}" for k in gone]
+            where = ", ".join(names[:4]) + (", ..." if len(names) > 4 else "")
+        data = inputs[position]
+        raise DonatedBufferError(
+            f"buffer with shape {ir.aval_text(data.aval)} is deleted: input {position} of "
+            f"{ticket.describe()}, laid out {_layout_text(data.sharding)}, has no buffer on "
+            f"{where} (it was donated or deleted through an array sharing it); the execution "
+            "was not launched"
+        )
+
+
+def _as_xla_would(args: Sequence[jax.Array], inputs: Sequence[DeviceData], ticket: Ticket) -> None:
+    """What XLA says when handed a deleted per-device buffer, without handing it over."""
+    try:
+        check_inputs_live(args, inputs, ticket)
+    except DonatedBufferError as exc:
+        raise InvalidBufferError(
+            "INVALID_ARGUMENT: Invalid buffer passed to Execute(): Buffer has been deleted or "
+            f"donated ({exc})"
+        ) from None
+
+
+def _layout_text(sharding: Any) -> str:
+    spec = getattr(sharding, "spec", None)
+    mesh = getattr(sharding, "mesh", None)
+    if spec is None or mesh is None:
+        return str(sharding)
+    axes = ", ".join(f"{name!r}: {size}" for name, size in mesh.shape.items())
+    return f"{tuple(spec)} on mesh ({axes})"
+
+
 class ExecutionAbandoned(RuntimeError):
     """The output of an execution that never completed because its controlled run was torn down
     (``harness.sched``): it carries this instead of staying a placeholder nobody will fill."""
@@ -595,11 +753,17 @@ class _Operations:
                 self._idle.set()
 
     def wait(self) -> None:
+        limit = wait_timeout()
+        deadline = None if limit is None else time.monotonic() + limit
         while True:
             with self._lock:
                 if self._running == 0:
                     return
-            self._idle.wait()
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                raise _worker.give_up("wait_device_ops", None, limit or 0.0,
+                                      f"{self._running} execution(s) still counted as running")
+            self._idle.wait(left)
 
 
 _operations = _Operations()
@@ -611,8 +775,9 @@ class _Worker:
     def __init__(self) -> None:
         self._queue = sched.SimpleQueue(name="executions")
         self._lock = sched.Lock(name="executor")
-        self._last: sched.Latch | None = None
+        self._last: Ticket | None = None
         self._thread: sched.Thread | None = None
+        self._running: Ticket | None = None  # what the executor thread is running now
         self._failure: BaseException | None = None  # the first failed execution since the last wait
         self._interrupted: list[_Execution] = []  # cut short by a torn-down run, to settle after it
         self._closures: list[sched.Thread] = []  # late completions (``wait-gap``), joined on stop
@@ -640,30 +805,74 @@ class _Worker:
         thread.start()
 
     def submit(self, job: _Execution) -> sched.Latch:
-        done = sched.Latch(name="execution done")  # set once: a latch (the same schedule point)
+        done = job.ticket.done
         with self._lock:
             thread = self._thread
             if thread is None or not thread.is_alive():
-                thread = sched.Thread(target=self._loop, name="harness-executor", daemon=True)
+                # each thread reads its own queue: one given up (``give_up``) keeps its old one
+                thread = sched.Thread(target=self._loop, args=(self._queue,), name="harness-executor", daemon=True)
                 self._thread = thread
                 thread.start()
-            self._last = done
+            self._last = job.ticket
             self._queue.put((job, done))
         return done
 
-    def _loop(self) -> None:
+    def _loop(self, jobs: sched.SimpleQueue) -> None:
         while True:
-            job, done = self._queue.get()
+            job, done = jobs.get()
             if job is None:  # shutdown
                 done.set()
                 return
+            self._running = job.ticket
             try:
                 job()
             finally:
+                self._running = None
                 done.set()
             # the finished execution's inputs and outputs must not live on in this frame while
             # it waits for the next one (a value nothing else holds would stay on the device)
             job = done = None
+
+    def give_up(self, what: str, ticket: Ticket | None, limit: float, detail: str = "") -> ExecutionTimeoutError:
+        """A wait passed its deadline: the execution the executor thread is stuck in, and every
+        one queued behind it, fail with the returned error (their values raise it when read),
+        and the next submission starts a fresh executor thread. The stuck thread is left to
+        JAX (it cannot be interrupted); if it ever returns, it finds its queue closed."""
+        with self._lock:
+            thread, stuck, queued = self._thread, self._running, self._queue
+            self._queue = sched.SimpleQueue(name="executions")
+            self._thread = None
+            self._last = None
+        abandoned: list[_Execution] = []
+        stuck_job = stuck.job() if stuck is not None else None
+        if stuck_job is not None:
+            abandoned.append(stuck_job)
+        while not queued.empty():
+            job, done = queued.get_nowait()
+            if job is not None:
+                abandoned.append(job)
+            done.set()
+        queued.put((None, sched.Latch(name="closed")))
+        subject = stuck or ticket
+        since = ""
+        if subject is not None and subject.dispatched is not None:
+            since = f", launched {time.monotonic() - subject.dispatched:.1f} s ago"
+        head = f"{what}: " + (f"{subject.describe()}{since} has not completed" if subject else "the executions")
+        parts = [
+            f"{head} within {limit:g} s (the runtime's wait_timeout: xr.configure(wait_timeout=...) "
+            "or HARNESS_WAIT_TIMEOUT)" + (f"; {detail}" if detail else ""),
+        ]
+        if ticket is not None and subject is not ticket:
+            parts.append(f"the value waited for comes from {ticket.describe()}, queued behind it")
+        if abandoned:
+            parts.append(f"{len(abandoned)} execution(s) fail with this error, the stuck one and those queued behind it")
+        name = thread.name if thread is not None else "executor"
+        error = ExecutionTimeoutError(
+            ". ".join(parts) + f". The executor thread ({name}) is at:\n{executor_stack(thread)}"
+        )
+        for job in abandoned:
+            job.give_up(error)
+        return error
 
     def shutdown(self) -> None:
         """Drain and stop the thread before the interpreter tears JAX down under it; then let
@@ -689,6 +898,7 @@ class _Worker:
             self._queue = sched.SimpleQueue(name="executions")
             self._thread = None
             self._last = None
+            self._running = None
 
     def stop(self) -> None:
         """After a controlled run: stop the thread. What a torn-down run left queued never runs
@@ -710,8 +920,8 @@ class _Worker:
     def wait_all(self, raise_errors: bool = True) -> None:
         sched.point("wait_device_ops")
         last = self._last
-        if last is not None and not last.is_set():
-            last.wait()
+        if last is not None and not last.done.is_set():
+            await_latch(last.done, "wait_device_ops", last)
         sched.point("wait_device_ops.client")
         _operations.wait()
         failure = self.take_failure()
@@ -729,7 +939,8 @@ class _Execution:
     """One launched graph: what the executor thread runs for it."""
 
     __slots__ = (
-        "exe", "inputs", "outputs", "moved_in", "moved_out", "delay", "late", "tracked",
+        "exe", "inputs", "outputs", "moved_in", "moved_out", "delay", "late", "tracked", "ticket", "donated",
+        "__weakref__",
     )
 
     def __init__(
@@ -739,7 +950,11 @@ class _Execution:
         outputs: list[DeviceData],
         moved_in: list[Any],
         moved_out: list[Any],
+        ticket: Ticket,
     ) -> None:
+        self.ticket = ticket
+        ticket.job = weakref.ref(self)
+        self.donated: list[jax.Array] = []  # what this execution was given to consume
         self.exe = exe
         self.inputs = inputs
         self.outputs = outputs
@@ -761,6 +976,7 @@ class _Execution:
 
     def __call__(self) -> None:
         """The executor thread's part: dispatch, then completion here or, late, on a closure."""
+        self.ticket.dispatched = time.monotonic()
         try:
             results = self._dispatch()
             if self.late:
@@ -782,7 +998,18 @@ class _Execution:
     def _dispatch(self) -> list[jax.Array]:
         exe, inputs, outputs = self.exe, self.inputs, self.outputs
         args = [inputs[i].array() for i in exe.arg_order]
+        if not faults.active(faults.DELETED_SHARD):
+            check_inputs_live(args, [inputs[i] for i in exe.arg_order], self.ticket)
+        elif crash_mode() != "signal":
+            # the bug trusts the global array's flag and hands XLA the gone buffer, which JAX 0.10
+            # answers with SIGSEGV (crash mode does exactly that); here XLA's own complaint is
+            # raised instead, so that a test process survives the reproduced bug
+            _as_xla_would(args, [inputs[i] for i in exe.arg_order], self.ticket)
+        if exe.donated:  # a moved argument's original is donated too: the tensor's buffer is gone
+            self.donated = [args[p] for p in exe.donated]
         args = [a if m is None else jax.device_put(a, m) for a, m in zip(args, self.moved_in, strict=True)]
+        if exe.donated:
+            self.donated += [args[p] for p in exe.donated if self.moved_in[p] is not None]
         sched.point("executor.launch")
         if self.delay and not sched.is_controlled():  # under control, the scheduler decides
             time.sleep(self.delay)
@@ -800,22 +1027,37 @@ class _Execution:
         except Exception:
             for result in results:
                 try:
-                    result.block_until_ready()
+                    jax.block_until_ready(result)
                 except Exception:
                     # a late completion (``wait-gap``) can find its output already donated to a
                     # later execution, which could only run once this one had finished: done
                     if not result.is_deleted():
                         raise
+        self._consume_donated()
         metrics.completed += 1
         self.untrack()
+
+    def _consume_donated(self) -> None:
+        """Delete what this execution was donated and JAX left alive (a donation XLA declined, or
+        a moved argument's original), now that the execution no longer reads it: the runtime's
+        promise is that a donated buffer is gone, on every release."""
+        donated, self.donated = self.donated, []
+        for array in donated:
+            if not array.is_deleted():
+                try:
+                    array.delete()
+                except Exception:  # already gone through an array sharing its buffers
+                    pass
 
     def _failed(self, exc: BaseException) -> None:
         """Every output carries the failure to whoever reads it, and the execution is over."""
         try:
             if isinstance(exc, sched.Abandoned):
                 raise
-            for out in self.outputs:
-                if out.is_placeholder:
+            if self.ticket.given_up:  # its failure was reported when the wait gave up on it
+                return
+            for out in self.outputs:  # filled ones too: a failed execution's values are garbage
+                if out._error is None:
                     out.fail(exc)
             _worker.note_failure(exc)
             self.untrack()
@@ -824,6 +1066,16 @@ class _Execution:
             # settled now, a participant still unwinding would read them as a plain error
             _worker.interrupted(self)
             raise
+
+    def give_up(self, error: BaseException) -> None:
+        """A wait gave up on this execution (``_Worker.give_up``): its values fail with
+        ``error``, it stops counting as running, and waiting for it ends."""
+        self.ticket.given_up = True
+        for out in self.outputs:
+            if out._error is None:
+                out._settle(error)
+        self.untrack()
+        self.ticket.done.set()
 
     def abandon(self) -> None:
         for out in self.outputs:
@@ -859,14 +1111,13 @@ def execute(
     else:
         metrics.cache_hits += 1
     exe, where = plan.exe, plan.where
+    metrics.executions += 1
+    ticket = Ticket(metrics.executions, exe.name)
     outputs = [
-        DeviceData(aval, sharding, None, kid, aid)
+        DeviceData(aval, sharding, None, kid, aid, ticket)
         for aval, sharding, kid, aid in zip(plan.out_avals, plan.out_shardings, plan.out_kids, plan.out_aids, strict=True)
     ]
-    moved_in, moved_out = plan.moved_in, plan.moved_out
-
-    metrics.executions += 1
-    job = _Execution(exe, inputs, outputs, moved_in, moved_out)
+    job = _Execution(exe, inputs, outputs, plan.moved_in, plan.moved_out, ticket)
     if not job.late:  # upstream #5811's ``StartOperation``: known to every wait before it is queued
         job.track()
     try:
@@ -875,7 +1126,7 @@ def execute(
         _worker.interrupted(job)
         raise
     if wait:
-        done.wait()
+        await_latch(done, "a waiting sync", ticket)
         failed = next((o._error for o in outputs if o._error is not None), None)
         if failed is not None:  # this execution's own failure, reported here and not again
             earlier = _worker.take_failure()

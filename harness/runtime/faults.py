@@ -22,6 +22,7 @@ ALIASED_SAVE = "aliased-save"
 WAIT_GAP = "wait-gap"
 PARTIAL_SYNC_DONATION = "partial-sync-donation"
 HOST_ALIASING = "host-aliasing"
+DELETED_SHARD = "deleted-shard"
 
 #: every switch, with the upstream fix it undoes
 SWITCHES: dict[str, str] = {
@@ -33,6 +34,7 @@ SWITCHES: dict[str, str] = {
     WAIT_GAP: "executions are registered for wait_device_ops before launch, not by a later closure",
     PARTIAL_SYNC_DONATION: "a sync of chosen tensors donates nothing: only a full step sees every reader",
     HOST_ALIASING: "a tensor made from a host array copies it before the device sees it",
+    DELETED_SHARD: "every per-device buffer of an input is checked before dispatch, not only the global array's flag",
 }
 
 _lock = threading.Lock()

@@ -16,6 +16,7 @@ MODULES = (
     "harness.scenarios.wait_gap",
     "harness.scenarios.partial_sync",
     "harness.scenarios.host_aliasing",
+    "harness.scenarios.deleted_shard",
 )
 
 

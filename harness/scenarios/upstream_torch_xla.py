@@ -32,8 +32,8 @@ from typing import Any
 
 from harness.adapters.base import Unsupported
 from harness.scenarios.base import InvariantViolation, Signature
+from harness.scenarios.reproducer import RUNTIME, CrashSignature, Reproducer
 
-RUNTIME = "torch_xla"
 RESULT_MARKER = "XHARNESS-UPSTREAM-RESULT"
 REPRODUCED, PASSED, FAILED, SKIPPED = "reproduced", "passed", "failed", "skipped"
 #: CPU devices a variant gets (PyTorch/XLA ignores JAX's device-count flags: CPU_NUM_DEVICES)
@@ -54,36 +54,6 @@ class StaleValue(InvariantViolation):
 
 class ShardingLost(InvariantViolation):
     """A parameter FSDPv2 sharded is replicated (or unannotated) afterwards."""
-
-
-@dataclass(frozen=True)
-class CrashSignature:
-    """A bug that kills its process: the signal, and a pattern its stderr must show (the CHECK
-    message), so that an unrelated abort is not taken for the bug."""
-
-    name: str
-    signal: int
-    stderr: str = ""
-
-    def matches(self, signum: int, stderr: str) -> bool:
-        return signum == self.signal and re.search(self.stderr, stderr) is not None
-
-    def describe(self) -> str:
-        return f"signal {signal.Signals(self.signal).name}" + (
-            f" with /{self.stderr}/ on stderr" if self.stderr else ""
-        )
-
-
-@dataclass(frozen=True)
-class Reproducer:
-    scenario: str
-    variant: str
-    body: Callable[[], None]
-    source: str  # where the code follows upstream (issue, test)
-    env: dict[str, str] = field(default_factory=dict)  # PyTorch/XLA flags, set before import
-    signatures: tuple[Signature, ...] = ()
-    crashes: tuple[CrashSignature, ...] = ()
-    runtime: str = RUNTIME  # the distribution whose version the outcome is judged by
 
 
 @dataclass

@@ -26,6 +26,7 @@ from harness.properties import (
     SAVE_ALIASING,
     SHARDING_PRESERVATION,
     SHARED_BUFFER,
+    SHARED_SHARDS,
     SPEC_NORMALIZATION,
     SYNC_ALIASING,
     SYNC_WAITS,
@@ -55,6 +56,7 @@ test_sync_waits = OPTIONS_INDEPENDENT(SYNC_WAITS.hypothesis_test())
 test_save_aliasing = OPTIONS_INDEPENDENT(SAVE_ALIASING.hypothesis_test())
 test_view_writes = OPTIONS_INDEPENDENT(VIEW_WRITES.hypothesis_test())
 test_shared_buffer = OPTIONS_INDEPENDENT(SHARED_BUFFER.hypothesis_test())
+test_shared_shards = SHARED_SHARDS.hypothesis_test()
 test_waiting_sync = WAITING_SYNC.hypothesis_test()
 test_partial_sync = OPTIONS_INDEPENDENT(PARTIAL_SYNC.hypothesis_test())
 test_compile_stability = OPTIONS_INDEPENDENT(COMPILE_STABILITY.hypothesis_test())

@@ -35,6 +35,7 @@ def test_every_switch_is_off_by_default() -> None:
         "wait-gap",
         "partial-sync-donation",
         "host-aliasing",
+        "deleted-shard",
     }
     assert faults.enabled() == frozenset()
 

@@ -312,11 +312,15 @@ class _Stuck:
 
     def __init__(self) -> None:
         self.event = sched.Event(name="never set")
+        self.ticket = executor.Ticket(0, "a program that never completes")
 
     def __call__(self) -> None:
         self.event.wait()
 
     def abandon(self) -> None:
+        pass
+
+    def give_up(self, error: BaseException) -> None:
         pass
 
 

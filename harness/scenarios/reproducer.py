@@ -1,0 +1,48 @@
+"""One upstream trigger of a catalog scenario, written in a real runtime's own API.
+
+The PyTorch/XLA reproducers (``upstream_torch_xla``) and the JAX ones (``upstream_jax``) are both
+made of these; the machinery that runs them in a fresh process and judges what came back lives in
+``upstream_torch_xla``, which reads both lists. Both import this module, so neither imports the other.
+"""
+
+from __future__ import annotations
+
+import re
+import signal
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from harness.scenarios.base import Signature
+
+#: the runtime a reproducer is for unless it says otherwise
+RUNTIME = "torch_xla"
+
+
+@dataclass(frozen=True)
+class CrashSignature:
+    """A bug that kills its process: the signal, and a pattern its stderr must show (the CHECK
+    message), so that an unrelated abort is not taken for the bug."""
+
+    name: str
+    signal: int
+    stderr: str = ""
+
+    def matches(self, signum: int, stderr: str) -> bool:
+        return signum == self.signal and re.search(self.stderr, stderr) is not None
+
+    def describe(self) -> str:
+        return f"signal {signal.Signals(self.signal).name}" + (
+            f" with /{self.stderr}/ on stderr" if self.stderr else ""
+        )
+
+
+@dataclass(frozen=True)
+class Reproducer:
+    scenario: str
+    variant: str
+    body: Callable[[], None]
+    source: str  # where the code follows upstream (issue, test)
+    env: dict[str, str] = field(default_factory=dict)  # PyTorch/XLA flags, set before import
+    signatures: tuple[Signature, ...] = ()
+    crashes: tuple[CrashSignature, ...] = ()
+    runtime: str = RUNTIME  # the distribution whose version the outcome is judged by
