@@ -120,6 +120,7 @@ def pytest_configure(config: pytest.Config) -> None:
         config.addinivalue_line("markers", line)
     request_cpu_devices()
     _hypothesis_profiles(config)
+    _bound_runtime_waits(config.getoption("xharness_timeout"))
     if os.environ.get("JAX_COMPILATION_CACHE_DIR"):  # a cell of `xharness run`, or the user's own
         from harness import compile_cache
 
@@ -136,6 +137,23 @@ def pytest_configure(config: pytest.Config) -> None:
         config.pluginmanager.register(_Supervised(config, Path(events)), "xharness-supervised")
     elif config.getoption("xharness_timeout") and not _uses_xdist(config):
         config.pluginmanager.register(_TimeLimit(config.getoption("xharness_timeout")), "xharness-time-limit")
+
+
+#: the share of the per-test limit a wait on one execution may take: a stuck execution then ends
+#: in the runtime's own error, which names it, before the limit kills the process
+WAIT_SHARE = 0.5
+
+
+def _bound_runtime_waits(timeout: float | None) -> None:
+    """Under a per-test limit, the reference runtime's waits get a deadline inside it (unless
+    ``HARNESS_WAIT_TIMEOUT`` says otherwise)."""
+    if not timeout or os.environ.get("HARNESS_WAIT_TIMEOUT"):
+        return
+    deadline = f"{max(1.0, timeout * WAIT_SHARE):g}"
+    os.environ["HARNESS_WAIT_TIMEOUT"] = deadline
+    runtime_config = sys.modules.get("harness.runtime.config")
+    if runtime_config is not None:  # already imported: its options were read from the old env
+        runtime_config.options.wait_timeout = float(deadline)
 
 
 def _is_xdist_worker(config: pytest.Config) -> bool:

@@ -137,6 +137,11 @@ class BaseAdapter:
         ``donate_argnums`` call); returns the tensor that holds the result."""
         raise self._lacks(DONATION)
 
+    def donation_declined(self) -> bool:
+        """Whether the runtime said, at the last ``donate``, that it declined the donation (JAX's
+        "Some donated buffers were not usable" warning): only then may the buffer live on."""
+        return False
+
     def materialized(self, t: Any) -> bool:
         """Whether ``t`` is device data already (reading it then syncs nothing); False when the
         runtime does not say, which only means fewer intermediate checks."""

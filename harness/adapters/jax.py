@@ -23,6 +23,7 @@ class JaxAdapter(base.BaseAdapter):
 
         self.jax = jax
         self._live: list[Any] = []
+        self._declined = False  # the last donate's donation was declined, with JAX's warning
 
     def version(self) -> str:
         return str(self.jax.__version__)
@@ -83,9 +84,18 @@ class JaxAdapter(base.BaseAdapter):
         return out
 
     def donate(self, t: Any) -> Any:
-        out = self.jax.jit(lambda x: x + 1, donate_argnums=0)(t)
+        import warnings
+
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            out = self.jax.jit(lambda x: x + 1, donate_argnums=0)(t)
+        # JAX reports a donation XLA declined with this warning, and then keeps the array
+        self._declined = any("donated buffers were not usable" in str(w.message) for w in seen)
         self._live.append(out)
         return out
+
+    def donation_declined(self) -> bool:
+        return self._declined
 
     def grab(self, t: Any) -> Any:
         return t

@@ -198,3 +198,19 @@ def _plan_of_step(w: xr.Tensor) -> executor._Plan:
     plan = list(executor._cache.values())[-1]
     assert isinstance(plan, executor._Plan)
     return plan
+
+
+def test_a_per_test_limit_puts_the_runtimes_deadline_inside_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    from harness import plugin
+    from harness.runtime import config
+
+    monkeypatch.delenv("HARNESS_WAIT_TIMEOUT", raising=False)
+    monkeypatch.setattr(config.options, "wait_timeout", config.options.wait_timeout)
+    plugin._bound_runtime_waits(40.0)
+    assert config.options.wait_timeout == 20.0
+    import os
+
+    assert os.environ["HARNESS_WAIT_TIMEOUT"] == "20"
+    monkeypatch.setenv("HARNESS_WAIT_TIMEOUT", "5")
+    plugin._bound_runtime_waits(40.0)  # the user's own setting wins
+    assert os.environ["HARNESS_WAIT_TIMEOUT"] == "5"
