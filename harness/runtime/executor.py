@@ -231,9 +231,15 @@ def to_device(value: np.ndarray, sharding: Any = None) -> DeviceData:
 
 
 def reshard(data: DeviceData, sharding: Any) -> DeviceData:
-    """The same value laid out with another sharding."""
+    """The same value laid out with another sharding.
+
+    ``jax.device_put`` may hand the new array the old one's per-device buffers (JAX 0.10 does,
+    between replicated layouts over the same devices), so both are marked as sharing them: a
+    buffer donated through one is then caught before the other reaches XLA."""
     array = jax.device_put(data.array(), sharding)
-    return DeviceData(data.aval, sharding, array)
+    moved = DeviceData(data.aval, sharding, array)
+    moved.shares = data.shares = True
+    return moved
 
 
 def to_host(data: DeviceData) -> np.ndarray:
@@ -658,7 +664,9 @@ def executor_stack(thread: threading.Thread | None) -> str:
     return "".join(traceback.format_stack(frame)).rstrip()
 
 
-def check_inputs_live(args: Sequence[jax.Array], inputs: Sequence[DeviceData], ticket: Ticket) -> None:
+def check_inputs_live(
+    args: Sequence[jax.Array], inputs: Sequence[DeviceData], order: Sequence[int], ticket: Ticket
+) -> None:
     """Refuse to hand XLA an input one of whose per-device buffers is gone.
 
     A global array's ``is_deleted()`` is true only when the whole array was deleted; a per-device
@@ -670,11 +678,14 @@ def check_inputs_live(args: Sequence[jax.Array], inputs: Sequence[DeviceData], t
 
     Looking at the per-device buffers makes JAX build (and keep) one array object per device, so
     they are looked at only for inputs that may share them (``DeviceData.shares``); every other
-    input is checked by the global flag, which ``DeviceData.array`` reads anyway.
+    input is checked by the global flag, which ``DeviceData.array`` read already. ``args[k]`` is
+    the array of ``inputs[order[k]]``.
     """
-    for position, array in enumerate(args):
-        if not inputs[position].shares and not array.is_deleted():
+    for position, index in enumerate(order):
+        data = inputs[index]
+        if not data.shares:
             continue
+        array = args[position]
         if array.is_deleted():
             where = "every device"
         else:
@@ -687,7 +698,6 @@ def check_inputs_live(args: Sequence[jax.Array], inputs: Sequence[DeviceData], t
             order = getattr(array.sharding, "_addressable_device_assignment", None)
             names = [str(order[k]) if order is not None and k < len(order) else f"piece {k}" for k in gone]
             where = ", ".join(names[:4]) + (", ..." if len(names) > 4 else "")
-        data = inputs[position]
         raise DonatedBufferError(
             f"buffer with shape {ir.aval_text(data.aval)} is deleted: input {position} of "
             f"{ticket.describe()}, laid out {_layout_text(data.sharding)}, has no buffer on "
@@ -696,10 +706,12 @@ def check_inputs_live(args: Sequence[jax.Array], inputs: Sequence[DeviceData], t
         )
 
 
-def _as_xla_would(args: Sequence[jax.Array], inputs: Sequence[DeviceData], ticket: Ticket) -> None:
+def _as_xla_would(
+    args: Sequence[jax.Array], inputs: Sequence[DeviceData], order: Sequence[int], ticket: Ticket
+) -> None:
     """What XLA says when handed a deleted per-device buffer, without handing it over."""
     try:
-        check_inputs_live(args, inputs, ticket)
+        check_inputs_live(args, inputs, order, ticket)
     except DonatedBufferError as exc:
         raise InvalidBufferError(
             "INVALID_ARGUMENT: Invalid buffer passed to Execute(): Buffer has been deleted or "
@@ -999,12 +1011,12 @@ class _Execution:
         exe, inputs, outputs = self.exe, self.inputs, self.outputs
         args = [inputs[i].array() for i in exe.arg_order]
         if not faults.active(faults.DELETED_SHARD):
-            check_inputs_live(args, [inputs[i] for i in exe.arg_order], self.ticket)
+            check_inputs_live(args, inputs, exe.arg_order, self.ticket)
         elif crash_mode() != "signal":
             # the bug trusts the global array's flag and hands XLA the gone buffer, which JAX 0.10
             # answers with SIGSEGV (crash mode does exactly that); here XLA's own complaint is
             # raised instead, so that a test process survives the reproduced bug
-            _as_xla_would(args, [inputs[i] for i in exe.arg_order], self.ticket)
+            _as_xla_would(args, inputs, exe.arg_order, self.ticket)
         if exe.donated:  # a moved argument's original is donated too: the tensor's buffer is gone
             self.donated = [args[p] for p in exe.donated]
         args = [a if m is None else jax.device_put(a, m) for a, m in zip(args, self.moved_in, strict=True)]
