@@ -234,12 +234,12 @@ def reshard(data: DeviceData, sharding: Any) -> DeviceData:
     """The same value laid out with another sharding.
 
     ``jax.device_put`` may hand the new array the old one's per-device buffers (JAX 0.10 does,
-    between replicated layouts over the same devices), so both are marked as sharing them: a
-    buffer donated through one is then caught before the other reaches XLA."""
+    between replicated layouts over the same devices). The two are not marked as sharing them
+    (``DeviceData.shares``): looking at per-device buffers makes JAX keep one array object per
+    device for every parameter, which ``jax.live_arrays()`` then counts as memory held twice; the
+    old value is the storage's previous one, which no later step reads or donates."""
     array = jax.device_put(data.array(), sharding)
-    moved = DeviceData(data.aval, sharding, array)
-    moved.shares = data.shares = True
-    return moved
+    return DeviceData(data.aval, sharding, array)
 
 
 def to_host(data: DeviceData) -> np.ndarray:
