@@ -1,24 +1,51 @@
 #!/usr/bin/env bash
-# The release job: the catalog against PyTorch/XLA releases, each in its own cached virtual
-# environment, then the adapter tests and the invariants inside each release's environment.
+# The release job: the catalog against releases of a runtime under test, each release in its own
+# cached virtual environment, and the checks that belong with the release inside that environment.
+#
+#   torch_xla  the catalog (xharness releases torch_xla), then suites/adapters and the invariants
+#              (HARNESS_RUNTIME=torch_xla) with the release's python
+#   jax        xharness releases jax alone: per release the cells jax-<V> (the catalog),
+#              jax-<V>-invariants (HARNESS_RUNTIME=jax) and jax-<V>-suites (the harness's suites,
+#              the reference runtime riding on that JAX), each supervised, each its own JUnit file
 #
 # Environments live in $XHARNESS_ENV_DIR (default ~/.cache/xharness/envs). The first run of a
 # release builds its environment (torch, torch-xla and the harness: about 5 minutes and 6 GB with
-# the CUDA build of torch from PyPI); later runs reuse it. Results: $XHARNESS_RELEASES_OUT
-# (default reports/releases): junit/torch_xla-<V>.xml, junit.xml, index.html, summary.md.
+# the CUDA build of torch from PyPI; jax, jaxlib and the harness: under a minute and 0.7 GB);
+# later runs reuse it. Results: $XHARNESS_RELEASES_OUT (default reports/releases):
+# junit/<runtime>-<V>*.xml, junit.xml, index.html, summary.md.
 #
-# Usage: ci/releases.sh [VERSION...]     default: 2.9.0
-# Exit: 0 every verdict as expected and the adapter tests passed; 1 a verdict or a test failed;
+# Usage: ci/releases.sh [RUNTIME] [VERSION...]   RUNTIME torch_xla (default) or jax
+#   ci/releases.sh                      torch_xla 2.9.0
+#   ci/releases.sh 2.9.0                torch_xla 2.9.0 (the old form; ci/test.sh uses it)
+#   ci/releases.sh torch_xla 2.5.1      as the workflow's releases job calls it
+#   ci/releases.sh jax 0.10.0           as the workflow's releases job calls it (the lowest JAX
+#                                       pyproject.toml declares); default release 0.10.0
+# Exit: 0 every verdict as expected and the suites passed; 1 a verdict or a test failed; 2 usage;
 # 3 a release could not be installed (the other releases still ran).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-if [ "$#" -eq 0 ]; then set -- 2.9.0; fi
+runtime=torch_xla
+case "${1:-}" in
+  torch_xla|jax) runtime="$1"; shift ;;
+  [A-Za-z]*) echo "ci/releases.sh: unknown runtime '$1' (torch_xla or jax)" >&2; exit 2 ;;
+esac
+if [ "$#" -eq 0 ]; then
+  case "$runtime" in
+    jax) set -- 0.10.0 ;;
+    *) set -- 2.9.0 ;;
+  esac
+fi
 out="${XHARNESS_RELEASES_OUT:-reports/releases}"
 
 if [ ! -x .venv/bin/xharness ]; then
   python3 -m venv .venv
   .venv/bin/python -m pip install -q --upgrade pip
   .venv/bin/python -m pip install -q -e .
+fi
+
+if [ "$runtime" = jax ]; then
+  # the suites and the invariants are cells of the releases run itself
+  exec .venv/bin/xharness releases jax "$@" --out "$out"
 fi
 
 status=0

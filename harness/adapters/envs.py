@@ -1,9 +1,13 @@
 """One cached virtual environment per release of a runtime under test.
 
-Two releases of PyTorch/XLA cannot share an interpreter (each pins its own ``torch``), and the
-process that runs a release's catalog must import that release, so each (runtime, release) gets
-its own venv holding the release and this project (an editable install, so the harness, its
-plugin and the suites run inside it from the working tree). A build downloads gigabytes and takes
+Two releases of PyTorch/XLA cannot share an interpreter (each pins its own ``torch``), nor can
+two releases of JAX (the reference runtime rides on the one it imports), and the process that runs
+a release's checks must import that release, so each (runtime, release) gets its own venv holding
+the release and this project (an editable install, so the harness, its plugin and the suites run
+inside it from the working tree). The project goes in with the release's pins in one pip command:
+the project declares a JAX range of its own, and a resolver that sees both either keeps the pinned
+release or says which pin the project excludes, where installing the project alone could quietly
+replace the release with one of its own range. A build downloads gigabytes and takes
 minutes, so it is done once and reused: the directory is complete only when its stamp file (the
 pip freeze and what was asked for) exists, and a build runs under a lock so two processes never
 build one environment at once.
@@ -43,6 +47,8 @@ PIP_TAIL_LINES = 25
 #: what ``pip install`` gets for a release of each runtime that lives in its own environment
 RELEASE_REQUIREMENTS: dict[str, Callable[[str], list[str]]] = {
     "torch_xla": lambda release: [f"torch=={release}", f"torch-xla=={release}"],
+    # jaxlib is pinned too: jax accepts a range of jaxlibs, and the release is the pair
+    "jax": lambda release: [f"jax=={release}", f"jaxlib=={release}"],
 }
 
 
@@ -196,8 +202,7 @@ def ensure_env(
             if stamp.get("project") != fingerprint:  # another checkout or new dependencies
                 say(f"{runtime} {release}: refreshing the harness in {path}")
                 log = path / "xharness-build.log"
-                _run([str(path / "bin/python"), "-m", "pip", "install", "-q", *extra, "-e",
-                      f"{project}[{EXTRA}]"], runtime, release, "pip install of the harness", log)
+                _install(str(path / "bin/python"), wanted, project, extra, runtime, release, log)
                 _write_stamp(path, runtime, release, wanted, fingerprint, project, log)
             return ReleaseEnv(runtime, release, path, False, time.monotonic() - started)
         if path.exists():
@@ -212,10 +217,11 @@ def ensure_env(
             _run([python, "-m", "pip", "install", "-q", *extra, "--upgrade", "pip"], runtime,
                  release, "pip upgrade", log)
             # the release alone first, so that a release pip cannot find is named as such
+            # (with the project in the same command, pip prepares the project before it looks
+            # for the pins); then both together, so that one resolver sees them (module doc)
             _run([python, "-m", "pip", "install", *extra, *wanted], runtime, release,
                  f"pip install {' '.join(wanted)}", log)
-            _run([python, "-m", "pip", "install", *extra, "-e", f"{project}[{EXTRA}]"], runtime,
-                 release, "pip install of the harness", log)
+            _install(python, wanted, project, extra, runtime, release, log)
             _write_stamp(path, runtime, release, wanted, fingerprint, project, log)
         except ReleaseInstallError:
             shutil.rmtree(path, ignore_errors=True)  # gigabytes of a release that will not work
@@ -225,6 +231,28 @@ def ensure_env(
     seconds = time.monotonic() - started
     say(f"{runtime} {release}: built in {seconds:.0f} s")
     return ReleaseEnv(runtime, release, path, True, seconds)
+
+
+def install_command(
+    python: str, wanted: Sequence[str], project: Path, extra: Sequence[str] = ()
+) -> list[str]:
+    """One ``pip install`` of the release's pins and the harness together (see the module doc):
+    a refresh repeats the pins too, so a changed project range cannot move the release."""
+    return [python, "-m", "pip", "install", *extra, *wanted, "-e", f"{project}[{EXTRA}]"]
+
+
+def _install(
+    python: str,
+    wanted: Sequence[str],
+    project: Path,
+    extra: Sequence[str],
+    runtime: str,
+    release: str,
+    log: Path,
+) -> None:
+    """Run :func:`install_command`; a failure names the pins (pip's tail says which one)."""
+    _run(install_command(python, wanted, project, extra), runtime, release,
+         f"pip install {' '.join(wanted)} with the harness", log)
 
 
 def _write_stamp(

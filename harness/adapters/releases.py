@@ -1,5 +1,5 @@
-"""The catalog against real PyTorch/XLA releases: one scenario (``xharness repro --runtime
-torch_xla``), or every scenario against each of several releases (``xharness releases``).
+"""The catalog against real runtime releases: one scenario (``xharness repro --runtime
+torch_xla|jax``), or every scenario against each of several releases (``xharness releases``).
 
 A scenario's outcome is its variants' (``harness.scenarios.upstream_torch_xla``): ``failed`` if
 any broke in a way that is not the bug, else ``reproduced`` if any showed the bug's signature,
@@ -9,16 +9,21 @@ not always the one asked for.
 
 ``releases`` gives each release its own cached environment (``harness.adapters.envs``) and runs
 the catalog there as a supervised matrix cell named ``<runtime>-<release>``, so an abort in the
-release is a record, and each release gets its own JUnit file. A release that cannot be installed
-is reported (an error record in its JUnit file and a row in the table) and the others still run.
+release is a record, and each release gets its own JUnit file. A JAX release is more than its
+catalog: the reference runtime rides on JAX, so its environment also runs the harness's own suites
+(``<runtime>-<release>-suites``, the reference runtime on that JAX) and the invariants with JAX as
+the runtime under test (``<runtime>-<release>-invariants``), each a supervised cell of its own. A
+release that cannot be installed is reported (an error record in its JUnit file and a row in the
+table) and the others still run.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import importlib.util
 import json
-import signal
+import shlex
 import sys
 import time
 from dataclasses import dataclass, field
@@ -49,9 +54,29 @@ EXIT_UNAVAILABLE = 4  # the runtime cannot be loaded by this interpreter (and no
 #: what a release cell runs: the catalog, one test per scenario
 CATALOG_TESTS = "suites/adapters/test_upstream_catalog.py"
 RELEASE_CELL_DEVICES = upstream.CPU_DEVICES
-#: runtimes ``xharness repro --runtime`` runs upstream triggers for: releases of the first are
-#: installed on demand (``--release``); JAX is the one of this interpreter
-UPSTREAM_RUNTIMES = (*RELEASED_RUNTIMES, "jax")
+#: the invariants, with the released runtime as the runtime under test
+INVARIANT_TESTS = "suites/properties/test_invariants.py"
+#: the harness's own suites in a JAX release's environment: the reference runtime rides on that
+#: JAX, so these are the compatibility check. The report selftests are left out: JUnit, merging
+#: and the dashboard never touch JAX, and they run once in the test job.
+SUITE_PATHS = ("suites/selftest", "suites/regression", "suites/properties", "suites/models")
+SUITE_ARGS = ("--ignore=suites/selftest/report",)
+#: the suites and invariants run as the matrix's cpu-8 cell does: 8 CPU devices, the runtime
+#: options at their defaults, its per-test limit
+SUITE_DEVICES = 8
+SUITE_TIMEOUT = 300.0
+CATALOG, SUITES, INVARIANTS = "catalog", "suites", "invariants"
+#: what each release of a runtime is checked with, one supervised cell each, in this order (the
+#: quick ones first). PyTorch/XLA's suites and invariants run from ci/releases.sh.
+RELEASE_CHECKS: dict[str, tuple[str, ...]] = {
+    "torch_xla": (CATALOG,),
+    "jax": (CATALOG, INVARIANTS, SUITES),
+}
+#: a release of each runtime, for messages
+EXAMPLE_RELEASE = {"torch_xla": "2.9.0", "jax": "0.10.2"}
+#: runtimes ``xharness repro --runtime`` runs upstream triggers for; without ``--release`` each
+#: runs on the one this interpreter imports
+UPSTREAM_RUNTIMES = tuple(dict.fromkeys((*RELEASED_RUNTIMES, "jax")))
 INSTALL_ID = "xharness::install"
 
 
@@ -175,7 +200,8 @@ def python_for(runtime: str, release: str | None, progress: Any = None) -> str:
     if not importable_here(runtime):
         raise RuntimeUnavailable(
             f"{runtime} is not importable by {sys.executable}; name a release (--release "
-            f"2.9.0) to run it in that release's own cached environment, or install it here"
+            f"{EXAMPLE_RELEASE.get(runtime, '1.0')}) to run it in that release's own cached "
+            "environment, or install it here"
         )
     return sys.executable
 
@@ -205,6 +231,8 @@ def repro(args: argparse.Namespace) -> int:
             f"--release installs a release of {', '.join(RELEASED_RUNTIMES)}; runtime "
             f"{args.runtime} under test is the one this interpreter imports (drop --release)"
         )
+    if args.release and not _looks_like_release(args.release):
+        raise UsageError(_not_a_release(args.runtime, args.release))
     if not upstream.reproducers(args.scenario, args.runtime):
         raise UsageError(f"scenario {args.scenario!r} has no {args.runtime} reproducer")
     try:
@@ -244,11 +272,18 @@ def repro(args: argparse.Namespace) -> int:
 
 # ------------------------------------------------------------------------------ cells
 class ReleaseCellRun(CellRun):
-    """A supervised cell whose pytest runs in another interpreter (a release's environment)."""
+    """A supervised cell whose pytest runs in another interpreter (a release's environment).
 
-    def __init__(self, cell: Cell, settings: Any, progress: Any, python: str) -> None:
+    Its records say which release they belong to (``release``) and, in a ``releases`` run, which
+    runtime was released and which of its checks the cell is (``release-runtime``,
+    ``release-check``), so that the report can group them without knowing the cells' names."""
+
+    def __init__(self, cell: Cell, settings: Any, progress: Any, python: str,
+                 released: str | None = None, check: str | None = None) -> None:
         super().__init__(cell, settings, progress)
         self.python = python
+        self.released = released or (cell.runtime_name if cell.runtime_name in RELEASED_RUNTIMES else None)
+        self.check = check
 
     def _argv(self, events: Path, stack: Path, select_file: Path | None) -> list[str]:
         rest = super()._argv(events, stack, select_file)[3:]  # after "python -m pytest"
@@ -258,10 +293,29 @@ class ReleaseCellRun(CellRun):
         return [self.python, "-m", "pytest", *plugin, *rest]
 
     def _finalize(self, record: Any) -> Any:
+        if self.check is not None and "repro" not in record.properties:
+            record.properties["repro"] = self._repro(record)
         record = super()._finalize(record)
-        if self.cell.release:
-            record.properties.setdefault("release", self.cell.release)
+        extra = {"release": self.cell.release, "release-runtime": self.released,
+                 "release-check": self.check}
+        for key, value in extra.items():
+            if value:
+                record.properties.setdefault(key, value)
         return record
+
+    def _repro(self, record: Any) -> str:
+        """The command that reruns one test of a ``releases`` cell as the cell ran it: that
+        environment's pytest with the cell's device count and runtime (``xharness run`` has no
+        cell of that name to rerun)."""
+        env = self.cell.environment(self.settings.runtime)
+        keep = ("HARNESS_RUNTIME", "JAX_PLATFORMS", "JAX_NUM_CPU_DEVICES", "PJRT_DEVICE",
+                "CPU_NUM_DEVICES")
+        prefix = " ".join(f"{k}={env[k]}" for k in keep if k in env)
+        if record.nodeid in self.items:
+            target = shlex.quote(record.nodeid)
+        else:  # a record of the cell as a whole: the whole cell again
+            target = shlex.join([*self.cell.paths, *self.cell.pytest_args])
+        return f"{prefix} {self.python} -m pytest {target}"
 
 
 _AUTOLOAD: dict[str, bool] = {}
@@ -279,6 +333,7 @@ def _autoloads_plugin(python: str) -> bool:
 
 
 def release_cell(runtime: str, release: str, timeout: float) -> Cell:
+    """The catalog cell of a release: every scenario's upstream trigger, judged."""
     return Cell(
         name=f"{runtime}-{release}",
         backend="cpu",
@@ -289,6 +344,69 @@ def release_cell(runtime: str, release: str, timeout: float) -> Cell:
         runtime_name=runtime,
         release=release,
     )
+
+
+@dataclass(frozen=True)
+class ReleaseCheck:
+    """One supervised cell of a release: which check it is, and the cell that runs it (its
+    ``runtime_name`` is the runtime under test inside: the reference runtime for the suites)."""
+
+    kind: str
+    cell: Cell
+
+    @property
+    def under_test(self) -> str:
+        return self.cell.runtime_name or "reference"
+
+
+def release_checks(runtime: str, release: str, timeout: float) -> list[ReleaseCheck]:
+    """The cells ``xharness releases`` runs for one release (``RELEASE_CHECKS``)."""
+    checks: list[ReleaseCheck] = []
+    for kind in RELEASE_CHECKS.get(runtime, (CATALOG,)):
+        if kind == CATALOG:
+            checks.append(ReleaseCheck(CATALOG, release_cell(runtime, release, timeout)))
+        elif kind == SUITES:
+            checks.append(ReleaseCheck(SUITES, _suites_cell(runtime, release)))
+        else:
+            checks += [ReleaseCheck(INVARIANTS, c) for c in _invariant_cells(runtime, release)]
+    return checks
+
+
+def _suites_cell(runtime: str, release: str) -> Cell:
+    return Cell(
+        name=f"{runtime}-{release}-suites",
+        devices=SUITE_DEVICES,
+        paths=SUITE_PATHS,
+        pytest_args=SUITE_ARGS,
+        timeout=SUITE_TIMEOUT,
+        description=f"the harness's suites, the reference runtime on {runtime} {release}",
+        runtime_name="reference",
+        release=release,
+    )
+
+
+def _invariant_cells(runtime: str, release: str) -> list[Cell]:
+    """The invariants against the release in one cell, except those whose known failure on it
+    breaks the process for the tests after them (``isolated_invariants``): a cell each."""
+    from harness.properties.base import isolated_invariants
+
+    alone = isolated_invariants(runtime, release)
+    tests = {invariant: f"{INVARIANT_TESTS}::test_{invariant.replace('-', '_')}" for invariant in alone}
+    base = Cell(
+        name=f"{runtime}-{release}-invariants",
+        devices=SUITE_DEVICES,
+        paths=(INVARIANT_TESTS,),
+        pytest_args=tuple(f"--deselect={test}" for test in tests.values()),
+        timeout=SUITE_TIMEOUT,
+        description=f"the invariants against {runtime} {release}",
+        runtime_name=runtime,
+        release=release,
+    )
+    return [base] + [
+        dataclasses.replace(base, name=f"{base.name}-{invariant}", paths=(test,), pytest_args=(),
+                            description=f"the invariant {invariant} against {runtime} {release}, alone")
+        for invariant, test in tests.items()
+    ]
 
 
 def install_error_record(cell: Cell, error: envs.ReleaseInstallError) -> Any:
@@ -314,12 +432,15 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-a
         help="run the catalog against releases of a runtime, one cached environment each",
         description="For each release: build (or reuse) its virtual environment, run the "
         "catalog there as the supervised cell RUNTIME-RELEASE (JUnit in OUT/junit/), and judge "
-        "each scenario against the expected-outcomes table. Exit 0: every verdict as expected "
-        "(or skipped); 1: some verdict is not; 2: usage error; 3: a release could not be "
-        "installed (the others still ran).",
+        "each scenario against the expected-outcomes table. A JAX release also runs the "
+        "harness's suites on that JAX (RUNTIME-RELEASE-suites) and the invariants against it "
+        "(RUNTIME-RELEASE-invariants), each a cell of its own. Exit 0: every verdict as expected "
+        "(or skipped) and every suite green; 1: some verdict or test is not; 2: usage error; "
+        "3: a release could not be installed (the others still ran).",
     )
     p.add_argument("runtime", choices=RELEASED_RUNTIMES, help="runtime under test")
-    p.add_argument("versions", nargs="+", metavar="VERSION", help="releases, e.g. 2.5.1 2.9.0")
+    p.add_argument("versions", nargs="+", metavar="VERSION",
+                   help="releases, e.g. 2.5.1 2.9.0 (torch_xla) or 0.10.0 0.10.2 (jax)")
     p.add_argument("--out", type=Path, default=Path("reports"), help="output directory (default: reports)")
     p.add_argument("--timeout", type=float, default=900.0,
                    help="per-scenario time limit in seconds (default 900)")
@@ -328,77 +449,121 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-a
 
 
 def releases_command(args: argparse.Namespace) -> int:
-    from harness.matrix.commands import _interrupt
-    from harness.matrix.progress import Progress
-    from harness.matrix.supervisor import CellResult, RunSettings
+    from harness.matrix.interrupt import sigterm_interrupts
     from harness.report.api import finish_run
-    from harness.report.junit import write_cell_xml
 
     versions = list(dict.fromkeys(args.versions))
     bad = [v for v in versions if not _looks_like_release(v)]
     if bad:
-        raise UsageError(f"not a release version: {bad[0]!r} (like 2.9.0)")
+        raise UsageError(_not_a_release(args.runtime, bad[0]))
     if not args.timeout > 0:
         raise UsageError("--timeout must be a positive number of seconds")
     try:
         load_table()
     except ExpectedTableError as exc:
         raise UsageError(str(exc)) from None
-    root = envs.project_root()
     out: Path = args.out
     junit_dir = out / "junit"
     junit_dir.mkdir(parents=True, exist_ok=True)
     for stale in junit_dir.glob("*.xml"):  # this run's directory describes this run only
         stale.unlink()
-    matrix = Matrix(path=root / "harness/scenarios/expected.toml", root=root, cells={})
     started = time.monotonic()
     releases: list[dict[str, Any]] = []
-    previous = signal.signal(signal.SIGTERM, _interrupt)
     interrupted = False
-    try:
+    with sigterm_interrupts():
         for version in versions:
-            cell = release_cell(args.runtime, version, args.timeout)
-            entry: dict[str, Any] = {"release": version, "cell": cell.name,
-                                     "junit": str(junit_dir / f"{cell.name}.xml")}
-            t0 = time.monotonic()
-            try:
-                env = envs.ensure_env(args.runtime, version, progress=_say)
-            except envs.ReleaseInstallError as exc:
-                _say(f"error: {exc}")
-                entry.update(error=str(exc).splitlines()[0], installed=False)
-                records = [install_error_record(cell, exc)]
-                write_cell_xml(cell.name, records, junit_dir / f"{cell.name}.xml")
-                entry.update(rows=_rows(records), seconds=round(time.monotonic() - t0, 1))
-                releases.append(entry)
-                continue
-            entry.update(installed=True, env=str(env.path), env_built=env.built,
-                         env_seconds=round(env.seconds, 1))
-            settings = RunSettings(matrix=matrix, out_dir=out, runtime=args.runtime,
-                                   repro_prefix=f"xharness releases {args.runtime} {version}")
-            progress = Progress(1)
-            progress.cell_started(cell.name, f"{args.runtime} {version} in {env.path}")
-            result: CellResult = ReleaseCellRun(cell, settings, progress, str(env.python)).run()
-            progress.cell_finished(cell.name, f"{len(result.records)} record(s) in {result.wall:.1f}s")
-            write_cell_xml(cell.name, result.records, junit_dir / f"{cell.name}.xml")
-            entry.update(rows=_rows(result.records), seconds=round(time.monotonic() - t0, 1))
+            entry, interrupted = _run_release(args.runtime, version, args.timeout, out)
             releases.append(entry)
-            if result.interrupted:
-                interrupted = True
+            if interrupted:
                 break
-    finally:
-        signal.signal(signal.SIGTERM, previous)
     finish_run(out)
     wall = round(time.monotonic() - started, 1)
-    code = _exit_code(releases)
-    if interrupted:
-        code = 130
+    code = 130 if interrupted else _exit_code(releases)
     if args.json:
         print(json.dumps({"runtime": args.runtime, "releases": releases, "wall": wall,
                           "out": str(out), "exit_code": code}, indent=2))
     else:
         print(render_table(args.runtime, releases))
-        print(f"total {wall:.1f} s; JUnit per release in {junit_dir}/, dashboard {out / 'index.html'}")
+        print(f"total {wall:.1f} s; JUnit per cell in {junit_dir}/, dashboard {out / 'index.html'}")
     return code
+
+
+def _run_release(runtime: str, version: str, timeout: float, out: Path) -> tuple[dict[str, Any], bool]:
+    """One release: its environment, then each of its checks as a supervised cell. Returns its
+    entry of the report and whether the run was interrupted (Ctrl-C or SIGTERM)."""
+    from harness.report.junit import write_cell_xml
+
+    junit_dir = out / "junit"
+    checks = release_checks(runtime, version, timeout)
+    catalog = checks[0].cell
+    entry: dict[str, Any] = {"release": version, "cell": catalog.name,
+                             "junit": str(junit_dir / f"{catalog.name}.xml")}
+    t0 = time.monotonic()
+    try:
+        env = envs.ensure_env(runtime, version, progress=_say)
+    except envs.ReleaseInstallError as exc:
+        _say(f"error: {exc}")
+        records = [install_error_record(catalog, exc)]
+        write_cell_xml(catalog.name, records, junit_dir / f"{catalog.name}.xml")
+        entry.update(error=str(exc).splitlines()[0], installed=False, rows=_rows(records),
+                     checks=[], seconds=round(time.monotonic() - t0, 1))
+        return entry, False
+    entry.update(installed=True, env=str(env.path), env_built=env.built,
+                 env_seconds=round(env.seconds, 1), rows=[], checks=[])
+    interrupted = False
+    for check in checks:
+        result = _run_check(runtime, version, check, env, out)
+        write_cell_xml(check.cell.name, result.records, junit_dir / f"{check.cell.name}.xml")
+        if check.kind == CATALOG:
+            entry.update(rows=_rows(result.records), catalog_seconds=round(result.wall, 1))
+        else:
+            entry["checks"].append(check_summary(check, result.records, result.wall,
+                                                 junit_dir / f"{check.cell.name}.xml"))
+        if result.interrupted:
+            interrupted = True
+            break
+    entry["seconds"] = round(time.monotonic() - t0, 1)
+    return entry, interrupted
+
+
+def _run_check(runtime: str, version: str, check: ReleaseCheck, env: envs.ReleaseEnv, out: Path) -> Any:
+    """One check of a release as a supervised cell in the release's environment."""
+    from harness.matrix.progress import Progress
+    from harness.matrix.supervisor import RunSettings
+
+    cell = check.cell
+    matrix = Matrix(path=envs.project_root() / "harness/scenarios/expected.toml",
+                    root=envs.project_root(), cells={})
+    settings = RunSettings(matrix=matrix, out_dir=out, runtime=check.under_test,
+                           repro_prefix=f"xharness releases {runtime} {version}")
+    progress = Progress(1)
+    progress.cell_started(cell.name, f"{check.kind}: {cell.description} in {env.path}")
+    result = ReleaseCellRun(cell, settings, progress, str(env.python), released=runtime,
+                            check=check.kind).run()
+    progress.cell_finished(cell.name, f"{len(result.records)} record(s) in {result.wall:.1f}s")
+    return result
+
+
+def check_summary(check: ReleaseCheck, records: list[Any], wall: float, junit: Path) -> dict[str, Any]:
+    """What the table and ``--json`` say of a suites or invariants cell: its counts and the
+    tests that failed or errored, with the first line of each one's message."""
+    counts: dict[str, int] = {}
+    failing = []
+    for record in records:
+        kind = record.classification
+        counts[kind] = counts.get(kind, 0) + 1
+        if kind in ("failed", "error"):
+            message = record.final.message if record.attempts else ""
+            failing.append({"id": record.nodeid, "outcome": kind,
+                            "message": next(iter(message.splitlines()), ""),
+                            "repro": record.properties.get("repro", "")})
+    return {"check": check.kind, "cell": check.cell.name, "runtime": check.under_test,
+            "junit": str(junit), "counts": {k: counts.get(k, 0) for k in CHECK_COUNTS},
+            "failing": failing, "seconds": round(wall, 1)}
+
+
+#: the classifications a check's counts always name (a flaky test passed on a rerun)
+CHECK_COUNTS = ("passed", "failed", "error", "skipped", "flaky")
 
 
 def _looks_like_release(version: str) -> bool:
@@ -409,6 +574,10 @@ def _looks_like_release(version: str) -> bool:
     except InvalidVersion:
         return False
     return True
+
+
+def _not_a_release(runtime: str, version: str) -> str:
+    return f"not a release version: {version!r} (like {EXAMPLE_RELEASE.get(runtime, '1.0')})"
 
 
 def _rows(records: list[Any]) -> list[dict[str, str]]:
@@ -438,22 +607,18 @@ def _exit_code(releases: list[dict[str, Any]]) -> int:
     if any(not r.get("installed", True) for r in releases):
         return EXIT_INSTALL
     bad = any(row["verdict"] not in GREEN for r in releases for row in r.get("rows", []))
-    return 1 if bad else 0
+    red = any(c["failing"] for r in releases for c in r.get("checks", []))
+    return 1 if bad or red else 0
 
 
 def render_table(runtime: str, releases: list[dict[str, Any]]) -> str:
-    """The release x scenario table: expected and actual outcome, and the verdict."""
+    """The release x scenario table (expected and actual outcome, and the verdict), then per
+    release its environment, its suites' and invariants' counts and every failing test."""
     header = ("release", "scenario", "expected", "actual", "verdict")
     lines: list[tuple[str, ...]] = []
     notes = []
     for entry in releases:
-        if not entry.get("installed", True):
-            notes.append(f"{runtime} {entry['release']}: NOT INSTALLED: {entry.get('error', '')}")
-        else:
-            how = "built" if entry.get("env_built") else "reused"
-            notes.append(f"{runtime} {entry['release']}: environment {how} "
-                         f"({entry.get('env_seconds', 0):.0f} s), catalog run "
-                         f"{entry.get('seconds', 0) - entry.get('env_seconds', 0):.0f} s")
+        notes += _release_notes(runtime, entry)
         for row in entry.get("rows", []):
             lines.append((entry["release"], row["scenario"], row["expected"], row["actual"],
                           row["verdict"]))
@@ -463,3 +628,22 @@ def render_table(runtime: str, releases: list[dict[str, Any]]) -> str:
     text = [fmt.format(*header).rstrip(), fmt.format(*("-" * w for w in widths))]
     text += [fmt.format(*row).rstrip() for row in lines]
     return "\n".join([*text, "", *notes])
+
+
+def _release_notes(runtime: str, entry: dict[str, Any]) -> list[str]:
+    """The lines under the table for one release."""
+    if not entry.get("installed", True):
+        return [f"{runtime} {entry['release']}: NOT INSTALLED: {entry.get('error', '')}"]
+    how = "built" if entry.get("env_built") else "reused"
+    catalog = entry.get("catalog_seconds")
+    if catalog is None:  # an entry of an older run: the release's seconds less its environment's
+        catalog = entry.get("seconds", 0) - entry.get("env_seconds", 0)
+    notes = [f"{runtime} {entry['release']}: environment {how} ({entry.get('env_seconds', 0):.0f} s), "
+             f"catalog run {catalog:.0f} s"]
+    for check in entry.get("checks", []):
+        counts = ", ".join(f"{n} {k}" for k, n in check["counts"].items() if n) or "no tests"
+        notes.append(f"{runtime} {entry['release']} {check['check']} ({check['cell']}): {counts} "
+                     f"in {check['seconds']:.0f} s")
+        for failure in check["failing"]:
+            notes.append(f"  {failure['outcome'].upper()}: {failure['id']}: {failure['message']}")
+    return notes

@@ -8,7 +8,7 @@ or a cell's ``runtime.release`` could not be installed (that cell gets an error 
 run), 4 the runtime under test is not importable here and no release was named.
 
 The runtime under test is ``--runtime`` when given, else the cell's ``runtime.name``, else the
-reference runtime. A PyTorch/XLA release (``--release``, ``runtime.release``) runs in its own
+reference runtime. A PyTorch/XLA or JAX release (``--release``, ``runtime.release``) runs in its own
 cached environment (``harness.adapters.envs``): the cell's pytest is that environment's Python.
 """
 
@@ -19,7 +19,6 @@ import dataclasses
 import json
 import os
 import queue
-import signal
 import sys
 import threading
 import time
@@ -37,6 +36,7 @@ from harness.matrix.config import (
     default_matrix_path,
     load_matrix,
 )
+from harness.matrix.interrupt import sigterm_interrupts
 from harness.matrix.probe import probe
 from harness.matrix.progress import CellProgress, Progress
 from harness.matrix.supervisor import (
@@ -181,15 +181,8 @@ def run_command(args: argparse.Namespace) -> int:
 
     # a cancelled CI job sends SIGTERM: treat it like Ctrl-C, so every launch stops its process
     # groups (they run in their own sessions and would otherwise outlive us) and results are kept
-    handler = signal.signal(signal.SIGTERM, _interrupt)
-    try:
+    with sigterm_interrupts():
         return _run_cells(cells, settings, out, junit_dir, jobs, previous, path_times)
-    finally:
-        signal.signal(signal.SIGTERM, handler)
-
-
-def _interrupt(signum: int, frame: object) -> None:
-    raise KeyboardInterrupt(f"signal {signum}")
 
 
 def _with_runtime(cell: Cell, runtime: str | None, release: str | None) -> Cell:

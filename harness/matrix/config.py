@@ -24,8 +24,10 @@ RUNTIME_OPTIONS: dict[str, bool] = {"functionalization": True, "param_aliasing":
 RUNTIME_IDENTITY = ("name", "release")
 #: runtimes under test that ``--runtime`` and ``runtime.name`` accept
 RUNTIMES = ("reference", "jax", "torch_xla")
-#: runtimes whose releases live in their own environments (``runtime.release``, ``--release``)
-RELEASED_RUNTIMES = ("torch_xla",)
+#: runtimes whose releases live in their own environments (``runtime.release``, ``--release``):
+#: a PyTorch/XLA release pins its own torch, and a JAX release is the one the reference runtime
+#: rides on, so neither can be swapped inside this interpreter (``harness.adapters.envs``)
+RELEASED_RUNTIMES = ("torch_xla", "jax")
 
 _CELL_KEYS = {
     "backend",

@@ -9,6 +9,7 @@ properties) goes through :func:`html.escape`.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from html import escape
 
@@ -23,6 +24,7 @@ from harness.report.heatmap import (
     failing_attempt,
     group_of,
     message_of,
+    natural_key,
     problems,
     repro_of,
     stack_of,
@@ -216,6 +218,8 @@ def _problem(record: TestRecord, anchor: str) -> str:
     return "".join(parts)
 
 
+#: the verdicts that leave CI green (``harness.adapters.expected.GREEN``)
+GREEN_VERDICTS = ("as-expected", "skipped")
 #: colours of the verdicts on real runtimes (``harness.adapters.expected``)
 VERDICT_COLORS = {
     "as-expected": COLORS[PASSED],
@@ -227,18 +231,109 @@ VERDICT_COLORS = {
 }
 
 
+#: the ``release-check`` of the catalog's cell; the others (suites, invariants) are test suites
+CATALOG_CHECK = "catalog"
+
+
+def release_of(record: TestRecord) -> str:
+    """``jax 0.10.2``: the runtime released and its release, as a column of the release tables.
+    The ``runtime`` property names the runtime under test, which for a release's suites is the
+    reference runtime riding on it, so ``release-runtime`` comes first."""
+    props = record.properties
+    runtime = props.get("release-runtime") or props.get("runtime", "").split(" ")[0]
+    return f"{runtime} {props.get('release', '')}".strip()
+
+
+def release_check_of(record: TestRecord) -> str:
+    """Which check of a release the record belongs to: ``catalog``, ``suites``, ``invariants``;
+    a judged record of a run that did not say is the catalog's, anything else none's ("")."""
+    props = record.properties
+    if not props.get("release"):
+        return ""
+    check = props.get("release-check", "")
+    if not check and props.get("verdict"):
+        return CATALOG_CHECK
+    return check
+
+
+@dataclass
+class ReleaseChecks:
+    """The suites' and invariants' results per release: check x release counts, and the
+    records that failed or errored per release (flaky ones passed, and are in the problems)."""
+
+    checks: list[str] = field(default_factory=list)
+    releases: list[str] = field(default_factory=list)
+    tallies: dict[tuple[str, str], Tally] = field(default_factory=dict)
+    failing: dict[str, list[TestRecord]] = field(default_factory=dict)
+
+
+def release_checks(records: Sequence[TestRecord]) -> ReleaseChecks:
+    """Group the records of releases' test-suite cells (every check but the catalog)."""
+    found = ReleaseChecks()
+    for record in records:
+        check = release_check_of(record)
+        if not check or check == CATALOG_CHECK:
+            continue
+        release = release_of(record)
+        found.tallies.setdefault((check, release), Tally()).add(record)
+        if record.classification in (FAILED, ERROR):
+            found.failing.setdefault(release, []).append(record)
+    found.checks = sorted({c for c, _ in found.tallies}, key=natural_key)
+    found.releases = sorted({r for _, r in found.tallies}, key=natural_key)
+    return found
+
+
+def _release_checks(records: Sequence[TestRecord], anchors: dict[tuple[str, str], str]) -> str:
+    """Check x release counts for the harness's suites and the invariants run in each release's
+    environment, then every failing test per release, linked to its problem below."""
+    found = release_checks(records)
+    if not found.tallies:
+        return ""
+    head = "".join(f"<th>{escape(r)}</th>" for r in found.releases)
+    body = []
+    for check in found.checks:
+        tds = []
+        for release in found.releases:
+            tally = found.tallies.get((check, release)) or Tally()
+            title = escape(f"{check} on {release}: {tally.breakdown()}", quote=True)
+            tds.append(f'<td class="hm {tally.status}" style="{_style(tally.status)}" '
+                       f'title="{title}">{escape(tally.label)}<br>{escape(tally.breakdown())}</td>')
+        body.append(f"<tr><th>{escape(check)}</th>{''.join(tds)}</tr>")
+    lists = []
+    for release in found.releases:
+        failing = found.failing.get(release, [])
+        if not failing:
+            continue
+        items = []
+        for record in failing:
+            name = escape(record.nodeid)
+            anchor = anchors.get((record.cell, record.nodeid))
+            link = f'<a href="#{anchor}">{name}</a>' if anchor else name
+            first = next(iter(message_of(record.final).splitlines()), "") if record.attempts else ""
+            items.append(f"<li>{_badge(record.classification)} <code>{link}</code> "
+                         f"({escape(release_check_of(record))}): {escape(first)}</li>")
+        lists.append(f"<h3>{escape(release)}: {len(failing)} failing</h3><ul>{''.join(items)}</ul>")
+    return (
+        "<h2>Runtime releases: the harness's suites and invariants</h2>"
+        "<p>Each cell: the results of that check in the release's own environment (the suites "
+        "run the reference runtime on the release; the invariants run against the release).</p>"
+        f'<table class="heatmap" id="release-checks"><thead><tr><th>check \\ release</th>{head}'
+        f"</tr></thead><tbody>{''.join(body)}</tbody></table>"
+        + ("".join(lists) or "<p>No failing tests.</p>")
+    )
+
+
 def _releases(records: Sequence[TestRecord]) -> str:
     """Release x scenario, expected and actual outcome and the verdict, for the records of runs
     against real runtime releases (they carry ``release`` and ``verdict`` properties)."""
-    judged = [r for r in records if r.properties.get("release") and r.properties.get("verdict")]
+    judged = [r for r in records if r.properties.get("verdict") and release_check_of(r) == CATALOG_CHECK]
     if not judged:
         return ""
     columns: dict[str, None] = {}
     rows: dict[str, None] = {}
     cells: dict[tuple[str, str], TestRecord] = {}
     for record in judged:
-        runtime = record.properties.get("runtime", "").split(" ")[0]
-        column = f"{runtime} {record.properties['release']}".strip()
+        column = release_of(record)
         row = record.properties.get("scenario") or record.name
         columns.setdefault(column)
         rows.setdefault(row)
@@ -300,10 +395,12 @@ def render_dashboard(
     grid = build_grid(records)
     shown = problems(records)
     anchors: dict[tuple[str, str], str] = {}
+    by_test: dict[tuple[str, str], str] = {}  # (cell, node id) -> its problem's anchor
     articles = []
     for index, record in enumerate(shown[:MAX_PROBLEMS_SHOWN]):
         anchor = f"problem-{index}"
         anchors.setdefault((group_of(record), record.cell), anchor)
+        by_test.setdefault((record.cell, record.nodeid), anchor)
         articles.append(_problem(record, anchor))
     if len(shown) > MAX_PROBLEMS_SHOWN:
         articles.append(
@@ -326,6 +423,7 @@ def render_dashboard(
         "<h2>Heat map: group x cell</h2>"
         f"{_heatmap(grid, anchors)}"
         f"{_releases(records)}"
+        f"{_release_checks(records, by_test)}"
         "<h2>Trend</h2>"
         f"{_trend(history)}"
         f'<h2 id="problems">Failures and flaky tests ({len(shown)})</h2>'

@@ -10,6 +10,7 @@ HTML-escaped, so nothing from a test can turn into markup.
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Sequence
 from html import escape
 
@@ -21,6 +22,7 @@ from harness.report.heatmap import (
     excerpt,
     failing_attempt,
     message_of,
+    natural_key,
     problems,
     repro_of,
     stack_of,
@@ -114,6 +116,45 @@ def _problem_block(record: TestRecord) -> str:
     return "".join(body)
 
 
+def _releases_section(records: Sequence[TestRecord]) -> str:
+    """One row per runtime release (``xharness releases``): the catalog's verdicts and each
+    other check's counts (the harness's suites, the invariants). The failing tests themselves
+    are in the failures below, like every other cell's."""
+    from harness.report.dashboard import CATALOG_CHECK, GREEN_VERDICTS, release_check_of, release_of
+
+    table: dict[str, dict[str, Counter[str]]] = {}
+    for record in records:
+        check = release_check_of(record)
+        if not check:
+            continue
+        key = record.classification
+        if check == CATALOG_CHECK:
+            key = record.properties.get("verdict") or key
+        table.setdefault(release_of(record), {}).setdefault(check, Counter())[key] += 1
+    if not table:
+        return ""
+    checks = sorted({c for row in table.values() for c in row}, key=lambda c: (c != CATALOG_CHECK, c))
+    lines = [
+        "### Runtime releases\n\n| release | " + " | ".join(inline(c) for c in checks) + " |\n|"
+        + "---|" * (len(checks) + 1) + "\n"
+    ]
+    for release in sorted(table, key=natural_key):
+        cells = []
+        for check in checks:
+            counts = table[release].get(check, Counter())
+            if not counts:
+                cells.append("-")
+                continue
+            bad = (any(k not in GREEN_VERDICTS for k in counts) if check == CATALOG_CHECK
+                   else bool(counts[FAILED] or counts[ERROR]))
+            order = {k: i for i, k in enumerate(SEVERITY)}  # most severe first, verdicts by count
+            ranked = sorted(counts.items(), key=lambda kv: (order.get(kv[0], len(order)), -kv[1], kv[0]))
+            text = ", ".join(f"{n} {k}" for k, n in ranked)
+            cells.append(f"{SQUARES[FAILED] if bad else SQUARES[PASSED]} {inline(text)}")
+        lines.append(f"| {code(release)} | " + " | ".join(cells) + " |\n")
+    return "".join(lines) + "\n"
+
+
 def render_summary(
     records: Sequence[TestRecord],
     *,
@@ -170,6 +211,10 @@ def render_summary(
         budget.add("\n")
         if shown < len(grid.rows):
             cut_notes.append(f"heat map: {shown} of {len(grid.rows)} groups shown")
+
+    releases = _releases_section(records)
+    if releases and not budget.add(releases):
+        cut_notes.append("runtime releases table left out")
 
     listed = problems(records)
     if listed:

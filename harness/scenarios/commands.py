@@ -42,11 +42,11 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         "--cell", default=None, help="a cell of the matrix file (default: 8 CPU devices)"
     )
     p.add_argument("--matrix", default=None, help="matrix file for --cell (default ci/matrix.toml)")
-    p.add_argument("--runtime", default="reference", help="runtime under test (reference, torch_xla)")
+    p.add_argument("--runtime", default="reference", help="runtime under test (reference, torch_xla, jax)")
     p.add_argument(
         "--release",
         default=None,
-        help="with --runtime torch_xla: run in this release's cached environment (built if needed)",
+        help="with --runtime torch_xla or jax: run in this release's cached environment (built if needed)",
     )
     p.add_argument(
         "--timeout", type=float, default=600.0, help="seconds before the run counts as hung"
@@ -154,7 +154,7 @@ def cmd_repro(args: argparse.Namespace) -> int:
         from harness.adapters import releases
 
         if args.runtime == "reference":
-            raise UsageError("--release names a release of a real runtime: add --runtime torch_xla")
+            raise UsageError("--release names a release of a real runtime: add --runtime torch_xla (or jax)")
         if args.runtime not in releases.UPSTREAM_RUNTIMES:
             known = ", ".join(("reference", *releases.UPSTREAM_RUNTIMES))
             raise UsageError(f"unknown runtime {args.runtime!r}; known: {known}")

@@ -55,7 +55,7 @@ def test_repro_against_a_release_that_will_not_install_is_exit_3(offline_envs: P
         (["repro", "aliased-save", "--runtime", "tensorflow"], "unknown runtime 'tensorflow'"),
         (["releases", "torch_xla", "two.nine"], "not a release version: 'two.nine'"),
         (["run", "--release", "2.9.0", "--cells", "cpu-1"], "add --runtime torch_xla"),
-        (["run", "--runtime", "jax", "--release", "0.10", "--cells", "cpu-1"], "add --runtime torch_xla"),
+        (["run", "--runtime", "reference", "--release", "0.10", "--cells", "cpu-1"], "add --runtime torch_xla or jax"),
     ],
 )
 def test_usage_errors_are_exit_2(argv: list[str], message: str, capsys) -> None:
@@ -95,6 +95,9 @@ def test_a_cell_names_its_runtime_and_release_in_its_runtime_table(tmp_path: Pat
     assert env["XLA_ENABLE_PARAM_ALIASING"] == "0" and env["XLA_DISABLE_FUNCTIONALIZATION"] == "0"
     assert env["HARNESS_RELEASE"] == "2.9.0" and env["HARNESS_RUNTIME"] == "torch_xla"
     assert "PJRT_DEVICE" not in old.environment()
+    jax = load_matrix(_matrix(tmp_path, '[cells.j]\ndevices = 8\nruntime = { name = "jax", release = "0.10.0" }\n')).cells["j"]
+    assert (jax.runtime_name, jax.release) == ("jax", "0.10.0")  # a JAX release has its environment too
+    assert jax.environment("jax")["HARNESS_RELEASE"] == "0.10.0" and "PJRT_DEVICE" not in jax.environment("jax")
 
 
 @pytest.mark.parametrize(
@@ -102,7 +105,7 @@ def test_a_cell_names_its_runtime_and_release_in_its_runtime_table(tmp_path: Pat
     [
         ('{ name = "tensorflow" }', 2, "cells.a.runtime.name", "unknown runtime 'tensorflow'"),
         ('{ release = "2.9.0" }', 2, "cells.a.runtime.release", "a release needs runtime.name"),
-        ('{ name = "jax", release = "0.10.2" }', 2, "cells.a.runtime.release", "a release needs runtime.name"),
+        ('{ name = "reference", release = "0.10.2" }', 2, "cells.a.runtime.release", "a release needs runtime.name"),
         ('{ name = "torch_xla", release = 2.9 }', 2, "cells.a.runtime.release", "release version string"),
     ],
 )

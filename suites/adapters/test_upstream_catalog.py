@@ -1,11 +1,13 @@
-"""The catalog against the PyTorch/XLA release this interpreter has: one test per scenario.
+"""The catalog against the real runtime release this interpreter has: one test per scenario.
 
-A release cell (``xharness releases torch_xla V``, or ``xharness run`` on a cell whose runtime is
-``torch_xla``) runs this module inside that release's environment. Each scenario's variants run
-in fresh processes, their outcome is judged against ``harness/scenarios/expected.toml``, and the
-verdict decides the test: as expected passes, a skip skips with its reason, anything else
-(regressed, unexpectedly fixed, unexpected) fails with what each variant saw. The record carries
-runtime, release, scenario, expected, actual and verdict as JUnit properties.
+A release cell (``xharness releases torch_xla|jax V``, or ``xharness run`` on a cell whose runtime
+is ``torch_xla`` or ``jax``) runs this module inside that release's environment, with the runtime
+under test in ``HARNESS_RUNTIME``. Each scenario's variants for that runtime run in fresh
+processes, their outcome is judged against ``harness/scenarios/expected.toml``, and the verdict
+decides the test: as expected passes, a skip skips with its reason (a scenario with no trigger
+written for the runtime is one), anything else (regressed, unexpectedly fixed, unexpected) fails
+with what each variant saw. The record carries runtime, release, scenario, expected, actual and
+verdict as JUnit properties.
 """
 
 from __future__ import annotations
@@ -20,19 +22,18 @@ from harness.adapters import releases
 from harness.adapters.expected import AS_EXPECTED, SKIPPED, VERDICT_SKIPPED
 from harness.scenarios import registry
 
-RUNTIME = "torch_xla"
-
 
 @pytest.mark.parametrize("scenario", [s.id for s in registry.all_scenarios()])
 def test_scenario_against_release(scenario: str, record_property) -> None:
-    if os.environ.get("HARNESS_RUNTIME") != RUNTIME:
+    runtime = os.environ.get("HARNESS_RUNTIME", "")
+    if runtime not in releases.UPSTREAM_RUNTIMES:
         pytest.skip(
-            "runs in a torch_xla cell: xharness releases torch_xla VERSION, or xharness run "
-            "--runtime torch_xla"
+            f"runs in a release cell of {' or '.join(releases.UPSTREAM_RUNTIMES)}: xharness releases "
+            "RUNTIME VERSION, or xharness run --runtime RUNTIME"
         )
-    if importlib.util.find_spec("torch_xla") is None:
-        pytest.skip(f"torch_xla is not installed in {sys.executable}")
-    run = releases.run_scenario(scenario, sys.executable)
+    if importlib.util.find_spec(runtime) is None:
+        pytest.skip(f"{runtime} is not installed in {sys.executable}")
+    run = releases.run_scenario(scenario, sys.executable, runtime=runtime)
     for key, value in run.properties().items():
         if value or key != "release":  # a scenario without a reproducer imported no release
             record_property(key, value)

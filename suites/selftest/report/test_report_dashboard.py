@@ -17,7 +17,7 @@ from harness.report.dashboard import render_dashboard
 from harness.report.heatmap import build_grid, group_of
 from harness.report.history import load_history, record_run
 from harness.report.junit import write_cell_xml
-from harness.report.records import PASSED, Attempt, TestRecord
+from harness.report.records import PASSED, SKIPPED, Attempt, TestRecord
 
 
 class _Tags(HTMLParser):
@@ -175,3 +175,57 @@ def test_the_same_results_merged_at_another_time_are_the_same_run() -> None:
     other = one.replace(b'tests="1"', b'tests="2"')
     assert results_digest(one) == results_digest(later)
     assert results_digest(one) != results_digest(other)
+
+
+def _release_record(cell: str, nodeid: str, outcome: str, check: str, release: str, **extra: str) -> TestRecord:
+    """A record of an ``xharness releases`` cell, as its JUnit file carries it."""
+    runtime = "reference" if check == "suites" else "jax"
+    props = {"cell": cell, "runtime": f"{runtime} functionalization=on param_aliasing=on",
+             "release": release, "release-runtime": "jax", "release-check": check, **extra}
+    message = "AssertionError: the suites broke" if outcome != PASSED else ""
+    return TestRecord(nodeid, cell, attempts=[Attempt(outcome, 0.5, message)], properties=props)
+
+
+def test_release_runs_show_the_scenario_table_and_each_releases_suites_with_their_failures(tmp_path: Path) -> None:
+    judged = {"expected": "reproduced", "actual": "reproduced", "verdict": "as-expected",
+              "scenario": "host-aliasing", "reason": "reproduced, as expected"}
+    records = [
+        _release_record("jax-0.10.0", "suites/adapters/test_upstream_catalog.py::test_scenario_against_release[host-aliasing]",
+                        PASSED, "catalog", "0.10.0", **judged),
+        _release_record("jax-0.10.1", "suites/adapters/test_upstream_catalog.py::test_scenario_against_release[host-aliasing]",
+                        PASSED, "catalog", "0.10.1", **judged),
+        _release_record("jax-0.10.0-suites", "suites/models/test_models.py::test_ok", PASSED, "suites", "0.10.0"),
+        _release_record("jax-0.10.0-suites", "suites/selftest/test_x.py::test_broken", "failed", "suites", "0.10.0"),
+        _release_record("jax-0.10.1-suites", "suites/models/test_models.py::test_ok", PASSED, "suites", "0.10.1"),
+        _release_record("jax-0.10.1-invariants", "suites/properties/test_invariants.py::test_donation",
+                        SKIPPED, "invariants", "0.10.1"),
+        # a judged record of a run before the checks were named: still the catalog's
+        TestRecord("suites/adapters/test_upstream_catalog.py::test_scenario_against_release[aliased-save]",
+                   "torch_xla-2.9.0", attempts=[Attempt(PASSED)],
+                   properties={"runtime": "torch_xla functionalization=on", "release": "2.9.0",
+                               **judged, "scenario": "aliased-save"}),
+    ]
+    page = render_dashboard(records)
+    scenarios = page[page.index('id="releases"'):page.index("</table>", page.index('id="releases"'))]
+    assert ">jax 0.10.0<" in scenarios and ">jax 0.10.1<" in scenarios and ">torch_xla 2.9.0<" in scenarios
+    assert "host-aliasing" in scenarios and "aliased-save" in scenarios
+    assert "test_models" not in scenarios  # the suites' records are not scenarios
+    checks = page[page.index('id="release-checks"'):]
+    assert ">suites<" in checks and ">invariants<" in checks
+    assert 'title="suites on jax 0.10.0: 1 failed, 1 passed"' in checks
+    assert 'title="invariants on jax 0.10.1: 1 skipped"' in checks
+    assert "jax 0.10.0: 1 failing" in checks and "jax 0.10.1: 1 failing" not in checks
+    link = re.search(r'<a href="#(problem-\d+)">suites/selftest/test_x.py::test_broken</a>', checks)
+    assert link and f'id="{link.group(1)}"' in page  # the failure's whole story, further down
+    assert "AssertionError: the suites broke" in checks
+    write_cell_xml("jax-0.10.0-suites", records[2:4], tmp_path / "junit/jax-0.10.0-suites.xml")
+    finish_run(tmp_path)
+    assert 'id="release-checks"' in (tmp_path / "index.html").read_text()  # through the JUnit file
+    summary = (tmp_path / "summary.md").read_text()
+    assert "### Runtime releases\n\n| release | suites |" in summary
+    assert "| <code>jax 0.10.0</code> | 🟥 1 failed, 1 passed |" in summary
+
+
+def test_a_run_without_releases_has_no_release_tables(records) -> None:
+    page = render_dashboard(records)
+    assert 'id="releases"' not in page and 'id="release-checks"' not in page
