@@ -4,15 +4,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# Chromium renders the dashboard in the browser test.
-if ! command -v chromium >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
-  apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium >/dev/null
-fi
-
-python3 -m venv .venv
-.venv/bin/python -m pip install -q --upgrade pip
-.venv/bin/python -m pip install -q -e '.[test]'
+# Chromium (the browser test renders the dashboard), then .venv/ with the project's test extra.
+source ci/setup.sh
 
 .venv/bin/ruff check .
 # pytest's exit 5 (no tests collected) fails the job like any other non-zero code.

@@ -14,15 +14,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 out="${XHARNESS_UPSTREAM_OUT:-reports/upstream}"
 
-# Chromium renders the dashboard in the browser test (as in ci/test.sh).
-if ! command -v chromium >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
-  apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium >/dev/null
-fi
-
-python3 -m venv .venv
-.venv/bin/python -m pip install -q --upgrade pip
-.venv/bin/python -m pip install -q -e '.[test]'
+# Chromium and .venv/ as for the tests (ci/setup.sh), then the newest JAX over the declared range.
+source ci/setup.sh
 .venv/bin/python -m pip install -q -U --pre jax jaxlib
 
 mkdir -p "$out/junit"

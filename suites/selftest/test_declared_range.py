@@ -128,11 +128,17 @@ def test_the_ceiling_is_one_minor_above_the_newest_recorded_release() -> None:
     )
 
 
+def _script(path: str) -> str:
+    """A ci/ script's text with every ``source ci/...`` line replaced by that script's text."""
+    text = (ROOT / path).read_text()
+    return re.sub(r"^source (ci/[\w.-]+\.sh)\s*$", lambda m: _script(m.group(1)), text, flags=re.M)
+
+
 def upstream_text(job: dict) -> str:
     """The job's run steps, with the text of the ci/ scripts they call."""
     runs = [str(step.get("run", "")) for step in job.get("steps", [])]
     scripts = [
-        (ROOT / script).read_text()
+        _script(script)
         for run in runs
         for script in re.findall(r"\bbash (ci/[\w.-]+\.sh)\b", run)
         if (ROOT / script).is_file()

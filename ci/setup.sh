@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# The set-up every test job shares, from a fresh machine: Chromium for the browser test (with
+# apt, as root), then .venv/ with the project and its test extra. Sourced by ci/test.sh and
+# ci/upstream.sh from the project root.
+if ! command -v chromium >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium >/dev/null
+fi
+
+python3 -m venv .venv
+.venv/bin/python -m pip install -q --upgrade pip
+.venv/bin/python -m pip install -q -e '.[test]'
