@@ -4,8 +4,9 @@ Against a real runtime there is no fault switch: the upstream trigger runs as wr
 either shows the bug's signature (``reproduced``), runs clean (``passed``), breaks some other way
 (``failed``) or cannot run here (``skipped``). Whether that is good news depends on the release,
 so what each release is expected to do is data (``harness/scenarios/expected.toml``), not code:
-a row names a runtime, a release range (a PEP 440 specifier set such as ``<2.6``), a scenario and
-the outcome. A result that differs from its row is what fails a CI run:
+a row names a runtime, a release range (a PEP 440 specifier set such as ``<2.6``), a scenario, the
+backend it was measured on, and the outcome. A result that differs from its row is what fails a
+CI run:
 
 ``as-expected``         the outcome is the row's;
 ``regressed``           the row says ``passed`` (the bug was fixed) and the trigger reproduced it
@@ -22,6 +23,13 @@ the outcome. A result that differs from its row is what fails a CI run:
                         the trigger to run.
 
 Only ``as-expected`` and ``skipped`` leave CI green.
+
+What a release does can depend on the backend: ``host-aliasing`` is aliasing on the CPU and a race
+with the transfer on a GPU, with different triggers and possibly different outcomes. So a row
+names its ``backend`` (``cpu``, ``gpu``, ``tpu``, as ``jax.default_backend()`` spells them), and a
+row without one means ``cpu``, never "any": rows state what was measured, every row so far was
+measured on a CPU, and a GPU result nobody measured must read ``unexpected`` until someone runs it
+there and adds its row. Two rows may not cover one release of one scenario on one backend.
 """
 
 from __future__ import annotations
@@ -33,6 +41,8 @@ from pathlib import Path
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
+
+from harness.scenarios.base import BACKENDS
 
 REPRODUCED, PASSED, FAILED, SKIPPED = "reproduced", "passed", "failed", "skipped"
 OUTCOMES = (REPRODUCED, PASSED, FAILED, SKIPPED)
@@ -48,7 +58,10 @@ GREEN = (AS_EXPECTED, VERDICT_SKIPPED)
 #: runtimes a row may name (the reference runtime is judged by its fault switches instead)
 REAL_RUNTIMES = ("jax", "torch_xla")
 
-_ROW_KEYS = {"runtime", "releases", "scenario", "outcome", "why"}
+#: the backend of a row that names none, and of a run whose caller names none
+DEFAULT_BACKEND = "cpu"
+
+_ROW_KEYS = {"runtime", "releases", "scenario", "outcome", "why", "backend"}
 _REQUIRED = ("runtime", "releases", "scenario", "outcome")
 
 
@@ -64,14 +77,17 @@ class Expectation:
     outcome: str
     why: str = ""
     line: int | None = None
+    backend: str = DEFAULT_BACKEND
 
-    def covers(self, runtime: str, release: str, scenario: str) -> bool:
-        if (runtime, scenario) != (self.runtime, self.scenario):
+    def covers(
+        self, runtime: str, release: str, scenario: str, backend: str = DEFAULT_BACKEND
+    ) -> bool:
+        if (runtime, scenario, backend) != (self.runtime, self.scenario, self.backend):
             return False
         return self.releases.contains(public_version(release), prereleases=True)
 
     def describe(self) -> str:
-        return f"{self.runtime} {self.releases or '(any release)'}: {self.outcome}"
+        return f"{self.runtime} {self.releases or '(any release)'} on {self.backend}: {self.outcome}"
 
 
 @dataclass(frozen=True)
@@ -103,23 +119,33 @@ class ExpectedTable:
     path: Path
     rows: tuple[Expectation, ...]
 
-    def lookup(self, runtime: str, release: str, scenario: str) -> Expectation | None:
-        """The one row for this (runtime, release, scenario); two matching rows are an error,
-        since the table would then say two things about one run."""
-        found = [r for r in self.rows if r.covers(runtime, release, scenario)]
+    def lookup(
+        self, runtime: str, release: str, scenario: str, backend: str = DEFAULT_BACKEND
+    ) -> Expectation | None:
+        """The one row for this (runtime, release, scenario, backend); two matching rows are an
+        error, since the table would then say two things about one run."""
+        found = [r for r in self.rows if r.covers(runtime, release, scenario, backend)]
         if len(found) > 1:
             lines = " and ".join(str(r.line) for r in found)
             raise ExpectedTableError(
                 f"{self.path}: rows at lines {lines} both cover {runtime} {release} for "
-                f"{scenario!r}; narrow their release ranges"
+                f"{scenario!r} on {backend}; narrow their release ranges"
             )
         return found[0] if found else None
 
     def judge(
-        self, runtime: str, release: str, scenario: str, actual: str, machine_skip: bool = False
+        self,
+        runtime: str,
+        release: str,
+        scenario: str,
+        actual: str,
+        machine_skip: bool = False,
+        backend: str = DEFAULT_BACKEND,
     ) -> Verdict:
-        row = self.lookup(runtime, release, scenario)
-        return judge(row.outcome if row else None, actual, machine_skip, row)
+        """The verdict on a run of ``scenario`` on ``backend`` (the backend its variants ran on,
+        ``jax.default_backend()`` there): judged by that backend's row only."""
+        row = self.lookup(runtime, release, scenario, backend)
+        return judge(row.outcome if row else None, actual, machine_skip, row, backend)
 
 
 def judge(
@@ -127,8 +153,10 @@ def judge(
     actual: str,
     machine_skip: bool = False,
     row: Expectation | None = None,
+    backend: str = DEFAULT_BACKEND,
 ) -> Verdict:
-    """The verdict on ``actual`` given the table's ``expected`` outcome (see the module doc)."""
+    """The verdict on ``actual`` given the table's ``expected`` outcome (see the module doc);
+    ``backend`` only words the reason when there is no row."""
     if actual not in OUTCOMES:
         raise ValueError(f"unknown outcome {actual!r}")
     where = f" (expected.toml line {row.line})" if row is not None and row.line else ""
@@ -136,6 +164,12 @@ def judge(
         why = "this machine cannot run it" if machine_skip else "the release cannot run it"
         return Verdict(VERDICT_SKIPPED, expected, actual, why)
     if expected is None:
+        if backend != DEFAULT_BACKEND:
+            return Verdict(
+                UNEXPECTED, None, actual,
+                f"{actual}, and the table has no expected outcome for it on {backend}: once "
+                f'measured there, add a row with backend = "{backend}" to expected.toml',
+            )
         return Verdict(
             UNEXPECTED, None, actual,
             f"{actual}, and the table has no expected outcome for it: add a row to expected.toml",
@@ -211,4 +245,8 @@ def _row(path: Path, line: int | None, body: object, scenarios: tuple[str, ...])
     why = body.get("why", "")
     if not isinstance(why, str):
         raise fail("why", "must be a string")
-    return Expectation(body["runtime"], releases, body["scenario"], body["outcome"], why, line)
+    backend = body.get("backend", DEFAULT_BACKEND)
+    if backend not in BACKENDS:
+        raise fail("backend", f"unknown backend {backend!r} (one of {', '.join(BACKENDS)}; "
+                              "without the key: cpu)")
+    return Expectation(body["runtime"], releases, body["scenario"], body["outcome"], why, line, backend)

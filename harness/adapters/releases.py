@@ -173,8 +173,9 @@ def run_scenario(
     release = next((v.release for v in variants if v.release), "")
     machine_skip = outcome == SKIPPED and all(v.machine_skip for v in variants)
     table = table or load_table()
+    backend = next((v.backend for v in variants if v.backend), "") or "cpu"
     if release:
-        verdict = table.judge(runtime, release, scenario, outcome, machine_skip)
+        verdict = table.judge(runtime, release, scenario, outcome, machine_skip, backend=backend)
     else:  # no variant said which release it ran: nothing to compare with
         from harness.adapters.expected import judge
 

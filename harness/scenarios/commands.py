@@ -90,11 +90,10 @@ def _record(s: Any) -> dict[str, Any]:
             for sig in s.signatures
         ],
         "variants": list(s.variants),
-        "needs": {
-            "devices": s.needs.devices,
-            "device_multiple": s.needs.device_multiple,
-            "processes": s.needs.processes,
-        },
+        "needs": s.needs.to_json(),
+        # a variant that needs more than the scenario (a mechanism some backends lack): where
+        # its needs are unmet it is skipped with ``why``, and the others still run
+        "variant_needs": {name: needs.to_json() for name, needs in s.variant_needs.items()},
     }
 
 
@@ -111,6 +110,9 @@ def cmd_list(args: argparse.Namespace) -> int:
         print(
             f"{'':<{width}}  upstream: {', '.join(s.upstream)}; signatures: {', '.join(sig.describe() for sig in s.signatures)}"
         )
+        for name, needs in s.variant_needs.items():
+            where = f"{' or '.join(needs.backends)} only" if needs.backends else "own needs"
+            print(f"{'':<{width}}  variant {name}: {where}" + (f" ({needs.why})" if needs.why else ""))
     return 0
 
 

@@ -8,6 +8,11 @@ injected mode (switch on): every variant must raise one of the scenario's signat
 ``reproduced``; a variant that returns is ``not-reproduced`` (the scenario has no teeth), and an
 error matching no signature is ``failed`` (it caught something, but not its bug).
 
+A variant whose needs (``Scenario.variant_needs``, or the scenario's own ``needs.backends``) this
+process does not meet, say a CPU-only mechanism on a GPU, is not run: it is ``skipped``, its
+``error`` says why, and the scenario's outcome is its other variants' (``skipped`` when none ran).
+The backend is JAX's default backend unless the caller names one.
+
 A scenario that names a strategy (``Scenario.explore``), or a run given ``explore=`` or
 ``schedule=``, runs each variant under ``harness.sched``: a fixed run must survive every explored
 schedule, an injected run must fail in one with the signature. A deadlock, livelock or stall of
@@ -29,7 +34,7 @@ from typing import Any
 from harness import sched
 from harness.lazy import lazy
 from harness.scenarios import explore
-from harness.scenarios.base import Context, Scenario, Variant
+from harness.scenarios.base import Context, Scenario, Variant, current_backend
 
 # the runtime (and JAX) is imported when a scenario runs: ``xharness repro`` only builds the
 # command line and judges the child's result here
@@ -38,6 +43,8 @@ topology = lazy("harness.runtime.topology")
 testing = lazy("harness.runtime.testing")
 
 PASSED, REPRODUCED, NOT_REPRODUCED, FAILED = "passed", "reproduced", "not-reproduced", "failed"
+#: a variant this process cannot host (its ``error`` says why); never a verdict on the runtime
+SKIPPED = "skipped"
 
 
 @dataclass
@@ -45,7 +52,7 @@ class VariantResult:
     variant: str
     outcome: str
     signature: str = ""  # the signature seen ("" when the variant returned)
-    error: str = ""  # the exception line, when there was one
+    error: str = ""  # the exception line, when there was one; the reason, when skipped
     traceback: str = ""
     #: under schedule control: strategy, seed, schedules explored, the failing schedule and the
     #: command replaying it (``explore.Explored.to_json`` plus ``replay``); None for a plain run
@@ -64,6 +71,12 @@ class Result:
     repro: str = ""
     note: str = ""  # e.g. the scenario's switch was forced on by HARNESS_FAULTS in fixed mode
     explore: str = ""  # the strategy the variants ran under ("replay" for a schedule), or ""
+    backend: str = ""  # the backend the variants ran on (what a variant's needs are held to)
+
+    @property
+    def skipped(self) -> list[VariantResult]:
+        """The variants this process could not host, each with its reason."""
+        return [v for v in self.variants if v.outcome == SKIPPED]
 
     @property
     def ok(self) -> bool:
@@ -81,6 +94,7 @@ RUNTIME_ENV = (
     "HARNESS_PARAM_ALIASING",
     "HARNESS_NUM_SLICES",
     "HARNESS_EXECUTION_DELAY",
+    "HARNESS_MATMUL_PRECISION",
 )
 
 
@@ -197,7 +211,10 @@ def _judge_variant(
 
 
 def _overall(results: list[VariantResult], inject: bool) -> str:
-    outcomes = {r.outcome for r in results}
+    ran = [r for r in results if r.outcome != SKIPPED]
+    if results and not ran:
+        return SKIPPED
+    outcomes = {r.outcome for r in ran}
     if FAILED in outcomes:
         return FAILED
     if inject:
@@ -213,21 +230,28 @@ def run(
     cell: str | None = None,
     strategy: str | None = None,
     schedule: str | None = None,
+    backend: str | None = None,
 ) -> Result:
     """Run every variant of ``scenario`` in this process: plainly, or under the schedule control
-    ``strategy``/``schedule`` ask for, or else the scenario's own (``Scenario.explore``)."""
+    ``strategy``/``schedule`` ask for, or else the scenario's own (``Scenario.explore``). A
+    variant whose needs ``backend`` (default: JAX's default backend) or this process does not
+    meet is skipped with the reason."""
     start = time.perf_counter()
+    backend = backend or current_backend()
+    processes = _process_count()
     note = forced_on_note(scenario, inject)
     how = explore.resolve(
         explore.default(scenario.explore) if scenario.explore else None, strategy, schedule
     )
     # a fresh context per variant: its data depends on the seed only, not on earlier variants
-    results = [
-        _run_variant(
-            scenario, name, Context(seed=seed, inject=inject, devices=devices), note, how, cell
-        )
-        for name in scenario.variants
-    ]
+    results = []
+    for name in scenario.variants:
+        unmet = scenario.unmet(name, devices, processes, backend)
+        if unmet:
+            results.append(VariantResult(name, SKIPPED, error=unmet))
+            continue
+        ctx = Context(seed=seed, inject=inject, devices=devices, backend=backend)
+        results.append(_run_variant(scenario, name, ctx, note, how, cell))
     seen = "; ".join(
         f"{r.variant}: {r.signature}" if len(results) > 1 else r.signature
         for r in results
@@ -251,4 +275,11 @@ def run(
         ),
         note=note,
         explore=how.name if how is not None else "",
+        backend=backend,
     )
+
+
+def _process_count() -> int:
+    import jax
+
+    return int(jax.process_count())

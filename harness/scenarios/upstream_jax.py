@@ -3,6 +3,12 @@
 The same machinery as ``upstream_torch_xla`` (each variant in a fresh process, judged by its
 signatures, the outcome held against ``expected.toml``); the runtime under test is the JAX of the
 interpreter that runs the variant (``xharness repro SCENARIO --runtime jax``).
+
+``host-aliasing`` has a trigger per backend, since its mechanism differs: on the CPU the
+``jax.Array`` *is* the numpy buffer (aliasing, #37830), on a GPU the transfer reads the numpy
+buffer after ``jax.device_put`` has returned (a race, seen in a field run on an H100). Each names
+its own device and says so in its own signature; where the device is missing the variant is
+skipped as this machine's lack (``MachineLacks``), never held against the release.
 """
 
 from __future__ import annotations
@@ -17,15 +23,40 @@ class HostAliased(InvariantViolation):
     """A device array changed when the host array it was made from was written."""
 
 
+class TransferRace(InvariantViolation):
+    """A host write made after ``jax.device_put`` returned reached the device array: the
+    host-to-device transfer read the numpy buffer later than the call returned."""
+
+
+def _device(platform: str, what: str) -> object:
+    """JAX's first ``platform`` device, or ``MachineLacks`` saying this machine has none (JAX
+    raises ``RuntimeError`` for a platform it has no backend of, or was told to leave out with
+    ``JAX_PLATFORMS``)."""
+    import jax
+
+    try:
+        return jax.devices(platform)[0]
+    except RuntimeError as exc:
+        raise _machine_lacks(f"needs {what}; JAX has none here ({exc})") from None
+
+
+def _machine_lacks(message: str) -> Exception:
+    """This machine lacks what the variant needs (a skip that is never held against a release)."""
+    from harness.scenarios.upstream_torch_xla import MachineLacks
+
+    return MachineLacks(message)
+
+
 def _device_put_then_write(**options: object) -> None:
     import jax
     import numpy as np
 
     from harness.runtime.testing import aligned_empty
 
+    cpu = _device("cpu", "JAX's CPU backend (the aliasing is XLA's CPU client's)")
     host = aligned_empty((100,))
     host[:] = np.arange(100, dtype=np.float32)
-    out = jax.device_put(host, jax.devices("cpu")[0], **options)  # type: ignore[arg-type]
+    out = jax.device_put(host, cpu, **options)  # type: ignore[arg-type]
     host[0] = -1.0
     if float(out[0]) != 0.0:
         raise HostAliased(
@@ -48,6 +79,36 @@ def device_put_may_alias_false() -> None:
 _ALIASED = Signature("aliased-host-buffer", HostAliased, r"shares the numpy buffer")
 
 
+def device_put_then_write_gpu() -> None:
+    """The field run's program on a GPU: ``x = np.full((n,), 1.0, np.float32); y =
+    jax.device_put(x, gpu); x[:] = 2.0; np.asarray(y)``, over ``RACE_TRIALS`` trials of
+    ``RACE_ELEMENTS`` floats (1,048,576: 43 of 50 trials hit on an H100 with JAX 0.11.2); the
+    first trial whose device array holds any 2.0 reproduces it. With 16 trials a race that is
+    there goes unseen with probability 0.14 ** 16 = 2.2e-14 (``harness.scenarios.host_aliasing``
+    states the computation), so the outcome does not depend on luck. A ``jax.device_put`` that
+    waits for its transfer to read the buffer, or copies first, passes every trial."""
+    import jax
+    import numpy as np
+
+    from harness.scenarios.host_aliasing import RACE_ELEMENTS, RACE_TRIALS
+
+    gpu = _device("gpu", "a GPU (the race is the host-to-device transfer's)")
+    for trial in range(RACE_TRIALS):
+        x = np.full((RACE_ELEMENTS,), 1.0, np.float32)
+        y = jax.device_put(x, gpu)  # type: ignore[arg-type]
+        x[:] = 2.0
+        seen = int(np.count_nonzero(np.asarray(y) != 1.0))
+        if seen:
+            raise TransferRace(
+                f"jax.device_put(x, gpu) returned before the transfer read x: a write made after it "
+                f"reached {seen} of {RACE_ELEMENTS} elements of the jax.Array (trial {trial + 1} of "
+                f"{RACE_TRIALS})"
+            )
+
+
+_TRANSFER_RACE = Signature("transfer-race", TransferRace, r"returned before the transfer read")
+
+
 class WrongValues(InvariantViolation):
     """An execution on an array with a deleted per-device buffer returned values."""
 
@@ -64,9 +125,7 @@ def _sharded_then(lose_one: str) -> None:
     from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
     if len(jax.devices()) < SHARD_DEVICES:
-        from harness.scenarios.upstream_torch_xla import MachineLacks
-
-        raise MachineLacks(f"needs {SHARD_DEVICES} devices, JAX sees {len(jax.devices())}")
+        raise _machine_lacks(f"needs {SHARD_DEVICES} devices, JAX sees {len(jax.devices())}")
     devices = jax.devices()[:SHARD_DEVICES]
     sharding = NamedSharding(Mesh(np.array(devices), ("d",)), PartitionSpec("d"))
     host = np.arange(SHARD_DEVICES * 4, dtype=np.float32).reshape(SHARD_DEVICES, 4)
@@ -113,6 +172,9 @@ REPRODUCERS: tuple[Reproducer, ...] = (
                signatures=(_ALIASED,), runtime="jax"),
     Reproducer("host-aliasing", "device-put-may-alias-false", device_put_may_alias_false,
                "jax-ml/jax#38086", signatures=(_ALIASED,), runtime="jax"),
+    Reproducer("host-aliasing", "device-put-gpu-transfer-race", device_put_then_write_gpu,
+               "field report: a host write right after jax.device_put reaches the GPU array "
+               "(no upstream issue)", signatures=(_TRANSFER_RACE,), runtime="jax"),
     Reproducer("deleted-shard", "delete-one-shard", delete_one_shard,
                "field report: a per-device buffer deleted behind the global array (no upstream issue)",
                env=_EIGHT_CPUS, signatures=(_INVALID,), crashes=(_SEGV,), runtime="jax"),

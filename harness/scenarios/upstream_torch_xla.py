@@ -66,6 +66,7 @@ class VariantOutcome:
     details: str = ""  # traceback, or the crashed process' stderr tail (CHECK message, stacks)
     machine_skip: bool = False  # skipped because of this machine, not the release
     release: str = ""  # torch_xla.__version__ as the child imported it
+    backend: str = ""  # the platform the variant ran on (cpu, gpu, tpu), as the child saw it
     versions: dict[str, str] = field(default_factory=dict)
     signal: int | None = None
     exit_code: int | None = None
@@ -707,6 +708,19 @@ def _versions() -> dict[str, str]:
     return out
 
 
+def _backend(rep: Reproducer) -> str:
+    """The platform the variant ran on: JAX's default backend once JAX is up, else PyTorch/XLA's
+    ``PJRT_DEVICE``; the expected table is kept per backend."""
+    jax = sys.modules.get("jax")
+    if jax is not None:
+        try:
+            return str(jax.default_backend())
+        except Exception:  # noqa: BLE001 - a backend that failed to start: say nothing
+            return ""
+    device = os.environ.get("PJRT_DEVICE", "").lower()
+    return {"cuda": "gpu", "gpu": "gpu", "tpu": "tpu", "cpu": "cpu"}.get(device, "")
+
+
 def _judge(rep: Reproducer, exc: BaseException) -> tuple[str, str]:
     sig = next((s for s in rep.signatures if s.matches_exception(exc)), None)
     return (REPRODUCED, sig.name) if sig else (FAILED, "")
@@ -741,6 +755,7 @@ def child_main(argv: list[str] | None = None) -> int:
             result.outcome, result.signature = _judge(rep, exc)
             result.error = _one_line(exc)
             result.details = traceback.format_exc()
+    result.backend = _backend(rep)
     faulthandler.cancel_dump_traceback_later()
     print(RESULT_MARKER, json.dumps(result.to_json()), flush=True)
     # leave without running PyTorch/XLA's teardown: the verdict is in, and some releases abort
@@ -751,4 +766,8 @@ def child_main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    child_main()
+    # run as the imported module, not as ``__main__``: a variant raises the module's own
+    # ``MachineLacks``, which a second copy of this module (``__main__``) would not recognize
+    from harness.scenarios.upstream_torch_xla import child_main as _imported_child_main
+
+    _imported_child_main()

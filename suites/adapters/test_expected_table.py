@@ -101,3 +101,61 @@ def test_the_verdict_names_the_row_it_used(tmp_path: Path) -> None:
     got = t.judge("torch_xla", "2.5.1", "unhashable-spec", "passed")
     assert got.verdict == "unexpectedly-fixed"
     assert "expected.toml line 1" in got.reason
+
+
+# ------------------------------------------------------------------------------ backends
+def test_a_row_without_backend_means_cpu_and_a_gpu_run_needs_its_own_row(tmp_path: Path) -> None:
+    t = table(tmp_path, row("<2.6"))
+    (only,) = t.rows
+    assert only.backend == "cpu"
+    assert t.lookup("torch_xla", "2.5.1", "unhashable-spec").outcome == "reproduced"
+    assert t.lookup("torch_xla", "2.5.1", "unhashable-spec", backend="cpu") is only
+    assert t.lookup("torch_xla", "2.5.1", "unhashable-spec", backend="gpu") is None
+    got = t.judge("torch_xla", "2.5.1", "unhashable-spec", "reproduced", backend="gpu")
+    assert got.verdict == "unexpected" and got.expected is None
+    assert 'on gpu' in got.reason and 'backend = "gpu"' in got.reason
+
+
+def test_a_backend_row_is_judged_on_its_backend_only(tmp_path: Path) -> None:
+    gpu = row("<2.6", "passed", extra='backend = "gpu"')
+    t = table(tmp_path, row("<2.6") + gpu)
+    assert [r.backend for r in t.rows] == ["cpu", "gpu"]
+    assert t.lookup("torch_xla", "2.5.1", "unhashable-spec", "gpu").outcome == "passed"
+    assert t.lookup("torch_xla", "2.5.1", "unhashable-spec", "cpu").outcome == "reproduced"
+    assert t.lookup("torch_xla", "2.5.1", "unhashable-spec", "tpu") is None
+    got = t.judge("torch_xla", "2.5.1", "unhashable-spec", "reproduced", backend="gpu")
+    assert got.verdict == "regressed" and "expected.toml line 7" in got.reason
+    assert t.judge("torch_xla", "2.5.1", "unhashable-spec", "reproduced").verdict == "as-expected"
+    assert "on gpu" in t.rows[1].describe()
+
+
+def test_rows_of_one_backend_may_not_overlap_rows_of_two_never_do(tmp_path: Path) -> None:
+    t = table(tmp_path, row("<2.6", extra='backend = "gpu"') + row(">=2.5", "passed", extra='backend = "gpu"'))
+    with pytest.raises(ex.ExpectedTableError, match=r"rows at lines 1 and 7 both cover torch_xla 2.5.1 .* on gpu"):
+        t.lookup("torch_xla", "2.5.1", "unhashable-spec", "gpu")
+    assert t.lookup("torch_xla", "2.5.1", "unhashable-spec") is None  # no cpu row at all
+    # an explicit cpu row and a row without the key are the same backend: they overlap
+    t = table(tmp_path, row("<2.6") + row(">=2.5", "passed", extra='backend = "cpu"'))
+    with pytest.raises(ex.ExpectedTableError, match=r"both cover torch_xla 2.5.1 .* on cpu"):
+        t.lookup("torch_xla", "2.5.1", "unhashable-spec")
+
+
+@pytest.mark.parametrize(
+    ("backend", "message"),
+    [
+        ('"cuda"', r"expected.toml:1: expect.backend: unknown backend 'cuda' \(one of cpu, gpu, tpu"),
+        ("1", r"expected.toml:1: expect.backend: unknown backend 1"),
+    ],
+)
+def test_an_unknown_backend_names_file_line_and_field(tmp_path: Path, backend: str, message: str) -> None:
+    with pytest.raises(ex.ExpectedTableError, match=message):
+        table(tmp_path, row(extra=f"backend = {backend}"))
+
+
+def test_the_shipped_table_has_no_gpu_rows_yet() -> None:
+    """The one GPU measurement (JAX 0.11.2, a field run) is outside the declared range: a GPU
+    run of a 0.10 release reads unexpected until it is measured there."""
+    shipped = ex.load()
+    assert {r.backend for r in shipped.rows} == {"cpu"}
+    assert shipped.lookup("jax", "0.10.2", "host-aliasing").outcome == "reproduced"
+    assert shipped.lookup("jax", "0.10.2", "host-aliasing", "gpu") is None
