@@ -4,7 +4,10 @@ There is no tape. At ``backward`` the loss' IR is walked for the nodes that are 
 requires-grad leaves (parameters); a ``vjp`` node takes the loss and those leaves as operands, and
 each leaf's ``.grad`` becomes (or is accumulated with) one element of it. The derivative itself is
 ``jax.vjp`` at lowering time (see ``ir``), so it is JAX's, and it compiles together with the
-forward pass and the optimizer update in the step's single executable.
+forward pass and the optimizer update in the step's single executable. For the same reason the
+gradient's products ask XLA for the runtime's ``matmul_precision`` as the forward's do: ``jax.vjp``
+runs inside the lowering's trace (``ir.lower``), and the products it derives carry the forward's
+precision, so a backward pass on a GPU is not TF32 while its forward is exact float32.
 
 A value that was already executed (read with ``.item()``, or synced by a ``mark_step`` before
 ``backward``) is device data, but it keeps the IR that computed it (``Node.origin``); the walk

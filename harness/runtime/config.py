@@ -7,15 +7,51 @@ fixed number of seconds, as a slow or stuck accelerator would (env ``HARNESS_EXE
 hung-run test uses it). Races do not need it: under schedule control (``harness.sched``) the
 scheduler decides when the executor runs, and the delay is skipped. ``num_slices`` simulates a
 multi-slice topology on platforms without real slices (env ``HARNESS_NUM_SLICES``).
+``completion_delay`` imitates an accelerator, whose
+dispatch returns before the device has finished: each execution completes that many seconds after
+its outputs were handed out, under schedule control too, where only the schedule may decide what a
+point observes (env ``HARNESS_COMPLETION_DELAY``).
 ``wait_timeout`` bounds every wait on an execution (a value read, ``wait_device_ops``, a sync, a
 save) in seconds: past it the wait raises ``ExecutionTimeoutError`` with the program, the step and
 the executor thread's stack instead of hanging (env ``HARNESS_WAIT_TIMEOUT``; 0 or less: no bound).
+``matmul_precision`` is the precision every program asks XLA for in its matrix products
+(``jax.lax.Precision``; env ``HARNESS_MATMUL_PRECISION``). It is declared rather than left to the
+backend because a backend's own default differs: a GPU runs float32 products as TF32 and a TPU as
+one bfloat16 pass under ``"default"``, so a result would depend on the card. The default,
+``"highest"``, is exact float32, as PyTorch's default (TF32 off) is; ``JAX_DEFAULT_MATMUL_PRECISION``
+does not change it.
 """
 
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass, fields
+
+#: the names of a matmul precision that are accepted, each with its canonical name (JAX's
+#: ``jax.lax.Precision`` aliases: the same three levels under the names of the formats they use)
+MATMUL_PRECISIONS: dict[str, str] = {
+    "default": "default",
+    "bfloat16": "default",
+    "high": "high",
+    "tensorfloat32": "high",
+    "bfloat16_3x": "high",
+    "highest": "highest",
+    "float32": "highest",
+}
+
+
+def matmul_precision(value: object) -> str:
+    """The canonical name (``default``, ``high`` or ``highest``) of an accepted precision name.
+
+    Only canonical names are stored, so two spellings of one precision share compiled programs
+    (the compile cache is keyed by the stored name); anything else is refused here, before a
+    program could be compiled under a precision nobody asked for."""
+    name = value.strip().lower() if isinstance(value, str) else None
+    if name not in MATMUL_PRECISIONS:
+        raise ValueError(
+            f"unknown matmul precision {value!r} (expected one of {', '.join(MATMUL_PRECISIONS)})"
+        )
+    return MATMUL_PRECISIONS[name]
 
 
 def _env_flag(name: str, default: bool) -> bool:
@@ -30,8 +66,13 @@ class Options:
     functionalization: bool = True
     param_aliasing: bool = True
     execution_delay: float = 0.0
+    completion_delay: float = 0.0
     num_slices: int = 1
     wait_timeout: float = 600.0
+    matmul_precision: str = "highest"
+
+    def __post_init__(self) -> None:
+        self.matmul_precision = matmul_precision(self.matmul_precision)
 
 
 def _from_env() -> Options:
@@ -39,9 +80,19 @@ def _from_env() -> Options:
         functionalization=not _env_flag("HARNESS_DISABLE_FUNCTIONALIZATION", False),
         param_aliasing=_env_flag("HARNESS_PARAM_ALIASING", True),
         execution_delay=float(os.environ.get("HARNESS_EXECUTION_DELAY", "0") or 0),
+        completion_delay=float(os.environ.get("HARNESS_COMPLETION_DELAY", "0") or 0),
         num_slices=int(os.environ.get("HARNESS_NUM_SLICES", "1") or 1),
         wait_timeout=float(os.environ.get("HARNESS_WAIT_TIMEOUT", "600") or 600),
+        matmul_precision=_env_precision(),
     )
+
+
+def _env_precision() -> str:
+    raw = os.environ.get("HARNESS_MATMUL_PRECISION") or "highest"
+    try:
+        return matmul_precision(raw)
+    except ValueError as exc:
+        raise ValueError(f"HARNESS_MATMUL_PRECISION: {exc}") from None
 
 
 options = _from_env()
@@ -53,6 +104,8 @@ def configure(**changes: object) -> Options:
     unknown = set(changes) - known
     if unknown:
         raise TypeError(f"configure() got unknown option(s) {sorted(unknown)}; known: {sorted(known)}")
+    if "matmul_precision" in changes:  # checked before anything changes: a refused call changes nothing
+        changes = {**changes, "matmul_precision": matmul_precision(changes["matmul_precision"])}
     previous = Options(**{f.name: getattr(options, f.name) for f in fields(Options)})
     for name, value in changes.items():
         setattr(options, name, value)

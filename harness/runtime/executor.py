@@ -487,8 +487,9 @@ def _compile(
     donate: tuple[int, ...],
     in_shardings: tuple,
     device_order: tuple,
+    precision: str | None = None,
 ) -> Executable:
-    fn = ir.lower(_constraints_in_order(graph.program, device_order), roots)
+    fn = ir.lower(_constraints_in_order(graph.program, device_order), roots, precision)
     # Replicated data lives on a 1-d mesh of its own; when it meets data split over a user mesh of
     # another shape, JAX can name the layout of an output it chose itself on the wrong mesh and
     # fail (IndivisibleError). Two causes, two guards: input layouts go to ``jit`` itself rather
@@ -514,7 +515,7 @@ def _compile(
                       describe_program(graph.program, metrics.compiles))
 
 
-def _plan(walk: _Walk, out_shardings: Sequence[Any], donate_idx: tuple[int, ...]) -> _Plan:
+def _plan(walk: _Walk, out_shardings: Sequence[Any], donate_idx: tuple[int, ...], precision: str | None = None) -> _Plan:
     """Derive a step's plan from its walk, compiling its executable (a cache miss)."""
     graph = walk.graph()
     recompiles.note(graph.program, graph.root_positions, out_shardings, donate_idx)
@@ -532,7 +533,7 @@ def _plan(walk: _Walk, out_shardings: Sequence[Any], donate_idx: tuple[int, ...]
     order = _program_order(graph.inputs, shardings, graph.program)
     in_shardings = tuple(_in_order(d.sharding, order) for d in graph.inputs)
     compiled_out = tuple(s if s is None or _order(s) == order else None for s in shardings)
-    exe = _compile(graph, tuple(unique), compiled_out, donate_idx, in_shardings, order)
+    exe = _compile(graph, tuple(unique), compiled_out, donate_idx, in_shardings, order, precision)
     avals = tuple(walk.nodes[pos].aval for pos in unique)
     # a requested layout is kept as the very object asked for; XLA's choice is canonicalized
     result_shardings = tuple(
@@ -951,7 +952,7 @@ class _Execution:
     """One launched graph: what the executor thread runs for it."""
 
     __slots__ = (
-        "exe", "inputs", "outputs", "moved_in", "moved_out", "delay", "late", "tracked", "ticket", "donated",
+        "exe", "inputs", "outputs", "moved_in", "moved_out", "delay", "nap", "late", "tracked", "ticket", "donated",
         "__weakref__",
     )
 
@@ -973,6 +974,7 @@ class _Execution:
         self.moved_in = moved_in
         self.moved_out = moved_out
         self.delay = config.options.execution_delay  # the device speed when it was launched
+        self.nap = config.options.completion_delay  # how long the device runs after dispatch
         # v2.1's order: the execution is registered by a closure after dispatch (``wait-gap``)
         self.late = faults.active(faults.WAIT_GAP)
         self.tracked = False
@@ -1034,6 +1036,8 @@ class _Execution:
     def _complete(self, results: list[jax.Array]) -> None:
         # filled first (readers may start), then the execution ends only when the device is done,
         # so that ``wait_device_ops`` means what upstream's does: every execution has completed
+        if self.nap:  # a slow device: done later than dispatched, whoever is scheduled meanwhile
+            time.sleep(self.nap)
         try:
             jax.block_until_ready(results)  # one call for every output
         except Exception:
@@ -1113,11 +1117,12 @@ def execute(
     donate_ids = {id(d) for d in donate}
     donate_idx = tuple([i for i, d in enumerate(inputs) if id(d) in donate_ids]) if donate_ids else ()
     requested = tuple(out_shardings)
-    key = (walk.key, walk.root_positions, requested, donate_idx)
+    precision = config.options.matmul_precision  # part of the key: another precision, another program
+    key = (walk.key, walk.root_positions, requested, donate_idx, precision)
     with _cache_lock:
         plan = _cache.get(key)
     if plan is None:
-        plan = _plan(walk, requested, donate_idx)
+        plan = _plan(walk, requested, donate_idx, precision)
         with _cache_lock:
             _cache[key] = plan
     else:

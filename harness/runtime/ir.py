@@ -9,6 +9,10 @@ key: a steady training loop records the same program every step and compiles onc
 Gradients are a node too (``vjp``): its lowering re-evaluates the loss sub-program as a function of
 the differentiated leaves and calls ``jax.vjp`` on it, so derivatives come from JAX, not from
 hand-written rules, and forward and backward compile into one XLA executable.
+
+Numerics are declared, not left to the backend: ``lower`` traces under the runtime's
+``matmul_precision``, so every product of the program (forward, kernels, gradients) asks XLA for
+the same precision on every card.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from harness.runtime import config
 from harness.runtime.errors import ShardingLostError
 
 IN = "in"  # program entry of a device-data input
@@ -377,11 +382,23 @@ def _lower_vjp(program: Program, args: Sequence[Any], operands: tuple[int, ...],
     return tuple(pullback(jnp.ones_like(loss)))
 
 
-def lower(program: Program, roots: tuple[int, ...]) -> Callable[..., tuple]:
-    """The JAX function computing the program's root entries from its inputs."""
+def lower(program: Program, roots: tuple[int, ...], precision: str | None = None) -> Callable[..., tuple]:
+    """The JAX function computing the program's root entries from its inputs.
+
+    Every matrix product it traces asks XLA for ``precision`` (``config.MATMUL_PRECISIONS``; the
+    runtime's ``matmul_precision`` option when None, read now, not when the function is traced).
+    The trace runs under ``jax.default_matmul_precision``, so the setting reaches every dot the
+    program emits, not only ``matmul`` nodes: the einsums of a traced kernel and the transposed
+    products ``jax.vjp`` derives for gradients carry it too, and JAX's own process-wide default
+    (``JAX_DEFAULT_MATMUL_PRECISION``) cannot change the runtime's numbers. A kernel that names a
+    precision of its own keeps it.
+    """
+    if precision is None:
+        precision = config.options.matmul_precision
 
     def fn(*args: Any) -> tuple:
-        vals = evaluate(program, args, upto=max(roots))
+        with jax.default_matmul_precision(precision):
+            vals = evaluate(program, args, upto=max(roots))
         return tuple(vals[r] for r in roots)
 
     return fn

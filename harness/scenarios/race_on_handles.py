@@ -28,6 +28,7 @@ from harness.scenarios.base import Context, InvariantViolation, Needs, Scenario,
 
 # the runtime (and JAX) is imported when a variant runs, not when the catalog is listed
 xr = lazy("harness.runtime")
+testing = lazy("harness.runtime.testing")
 
 STEPS, MICRO, FEATURES, OUT = 3, 4, 16, 8
 
@@ -79,7 +80,7 @@ def accumulate(ctx: Context) -> None:
         ("weight", model.fc.weight.numpy(), w_ref),
         ("bias", model.fc.bias.numpy(), b_ref),
     ):
-        if not np.allclose(got, want, rtol=1e-4, atol=1e-5):
+        if not np.allclose(got, want, **testing.tolerance(np.float32, minimum={"rtol": 1e-4, "atol": 1e-5})):
             raise InvariantViolation(
                 f"accumulated {name} differs from the numpy reference by {np.abs(got - want).max():.3g}"
             )

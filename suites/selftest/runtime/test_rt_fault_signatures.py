@@ -12,6 +12,7 @@ import pytest
 import harness.runtime as xr
 import harness.sched as sched
 from harness.runtime import faults
+from harness.runtime.testing import tolerance
 
 NDEV = len(jax.devices())
 need8 = pytest.mark.skipif(NDEV < 8, reason="needs 8 devices")
@@ -44,7 +45,7 @@ def test_unhashable_spec(mode: str) -> None:
             x = np.ones((8, 8), np.float32)
             out = wrapped(xr.tensor(x)).numpy()
             w1, b1, w2, b2 = (p.numpy() for p in (model.fc1.weight, model.fc1.bias, model.fc2.weight, model.fc2.bias))
-            np.testing.assert_allclose(out, np.maximum(x @ w1.T + b1, 0) @ w2.T + b2, rtol=1e-5, atol=1e-5)
+            np.testing.assert_allclose(out, np.maximum(x @ w1.T + b1, 0) @ w2.T + b2, **tolerance(np.float32))
 
 
 @need8
@@ -98,7 +99,7 @@ def test_double_discovery(mode: str) -> None:
     s = np.einsum("bhqd,bhkd->bhqk", qn, qn) / np.sqrt(8)
     p = np.exp(s - s.max(-1, keepdims=True))
     p /= p.sum(-1, keepdims=True)
-    np.testing.assert_allclose(out.numpy(), np.einsum("bhqk,bhkd->bhqd", p, qn), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(out.numpy(), np.einsum("bhqk,bhkd->bhqd", p, qn), **tolerance(np.float32))
 
 
 def _accumulation_step() -> None:
@@ -124,9 +125,9 @@ def _accumulation_step() -> None:
         losses.append((d**2).mean())
         gw += (2 * d / d.size).T @ x
         gb += (2 * d / d.size).sum(0)
-    np.testing.assert_allclose(loss.numpy(), np.mean(losses), rtol=1e-5)
-    np.testing.assert_allclose(model.fc.weight.numpy(), w - 0.1 * gw, rtol=1e-5, atol=1e-6)
-    np.testing.assert_allclose(model.fc.bias.numpy(), b - 0.1 * gb, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(loss.numpy(), np.mean(losses), **tolerance(np.float32))
+    np.testing.assert_allclose(model.fc.weight.numpy(), w - 0.1 * gw, **tolerance(np.float32))
+    np.testing.assert_allclose(model.fc.bias.numpy(), b - 0.1 * gb, **tolerance(np.float32))
 
 
 def test_race_on_handles(mode: str) -> None:

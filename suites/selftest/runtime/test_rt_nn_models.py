@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import harness.runtime as xr
+from harness.runtime.testing import tolerance
 
 
 def test_module_parameters_and_state_dict() -> None:
@@ -51,7 +52,7 @@ def test_layernorm_and_sequential_match_numpy() -> None:
 
     h = 0.5 * h * (1 + np.vectorize(erf)(h / sqrt(2)))
     h = (h - h.mean(-1, keepdims=True)) / np.sqrt(h.var(-1, keepdims=True) + 1e-5)
-    np.testing.assert_allclose(seq(xr.tensor(x)).numpy(), np.maximum(h, 0), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(seq(xr.tensor(x)).numpy(), np.maximum(h, 0), **tolerance(np.float32))
 
 
 def test_tiny_vit_kernel_and_plain_attention_agree() -> None:
@@ -62,7 +63,7 @@ def test_tiny_vit_kernel_and_plain_attention_agree() -> None:
     b = xr.models.TinyViT(use_kernel=False)
     out_a, out_b = a(x).numpy(), b(x).numpy()
     assert out_a.shape == (2, 10)
-    np.testing.assert_allclose(out_a, out_b, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(out_a, out_b, **tolerance(np.float32))
 
 
 def test_patch_embedding_matches_numpy() -> None:
@@ -74,6 +75,6 @@ def test_patch_embedding_matches_numpy() -> None:
         [x[:, :, i * 4 : (i + 1) * 4, j * 4 : (j + 1) * 4].reshape(2, -1) for i in range(2) for j in range(2)], axis=1
     )
     expected = patches @ w.T + b[:, 0]
-    np.testing.assert_allclose(pe(xr.tensor(x)).numpy(), expected, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(pe(xr.tensor(x)).numpy(), expected, **tolerance(np.float32))
     with pytest.raises(ValueError, match="multiple"):
         xr.models.PatchEmbed(image=9, patch=4, channels=3, dim=5)

@@ -10,6 +10,7 @@ import pytest
 
 import harness.runtime as xr
 from harness.runtime import models, nn
+from harness.runtime.testing import tolerance
 
 STEPS = 100
 X = np.linspace(-1, 1, 32, dtype=np.float32).reshape(4, 8)
@@ -78,8 +79,8 @@ def test_a_learning_rate_schedule_compiles_once_and_is_applied(momentum: float) 
     assert counts[-1] == counts[0] <= 1, f"compiles after each step: {counts}"
     if not momentum:
         w, b = _sgd_reference(lrs)
-        np.testing.assert_allclose(model.fc.weight.numpy(), w, rtol=1e-4, atol=1e-5)
-        np.testing.assert_allclose(model.fc.bias.numpy(), b, rtol=1e-4, atol=1e-5)
+        np.testing.assert_allclose(model.fc.weight.numpy(), w, **tolerance(np.float32))
+        np.testing.assert_allclose(model.fc.bias.numpy(), b, **tolerance(np.float32))
 
 
 def test_adam_with_a_schedule_and_a_loss_scale_compiles_once() -> None:

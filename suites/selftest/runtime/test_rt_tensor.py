@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import harness.runtime as xr
+from harness.runtime.testing import tolerance
 
 RNG = np.random.default_rng(1234)
 A = RNG.standard_normal((3, 4)).astype(np.float32)
@@ -121,11 +122,11 @@ def test_binary_ops_match_numpy(case: Case) -> None:
 
 
 def test_matmul_and_batched_matmul() -> None:
-    np.testing.assert_allclose((xr.tensor(A) @ xr.tensor(M)).numpy(), A @ M, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose((xr.tensor(A) @ xr.tensor(M)).numpy(), A @ M, **tolerance(np.float32))
     x = RNG.standard_normal((2, 3, 4)).astype(np.float32)
     y = RNG.standard_normal((2, 4, 2)).astype(np.float32)
-    np.testing.assert_allclose((xr.tensor(x) @ xr.tensor(y)).numpy(), x @ y, rtol=1e-5, atol=1e-5)
-    np.testing.assert_allclose((A @ xr.tensor(M)).numpy(), A @ M, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose((xr.tensor(x) @ xr.tensor(y)).numpy(), x @ y, **tolerance(np.float32))
+    np.testing.assert_allclose((A @ xr.tensor(M)).numpy(), A @ M, **tolerance(np.float32))
 
 
 def test_tensor_construction_and_dtypes() -> None:
@@ -159,7 +160,7 @@ def test_nothing_executes_until_a_step_or_a_read() -> None:
     assert xr.metrics.executions == before + 1, "mark_step runs every pending value as one graph"
     assert not b._storage.pending and not c._storage.pending
     np.testing.assert_allclose(b.numpy(), np.maximum(A * 2 + 1, 0).sum(0), rtol=1e-5)
-    np.testing.assert_allclose(c.numpy(), A @ M, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(c.numpy(), A @ M, **tolerance(np.float32))
     assert xr.metrics.executions == before + 1, "reading synced values must not execute again"
     d = b * 3
     assert xr.metrics.executions == before + 1
@@ -181,4 +182,4 @@ def test_numpy_left_operands_stay_lazy() -> None:
     t = xr.tensor(M)
     for out, expected in ((A @ t, A @ M), (M * t, M * M), (M - t, M - M), (2.0 * t, 2.0 * M)):
         assert isinstance(out, xr.Tensor)
-        np.testing.assert_allclose(out.numpy(), expected, rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(out.numpy(), expected, **tolerance(np.float32))

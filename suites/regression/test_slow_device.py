@@ -1,0 +1,64 @@
+"""A controlled run does not depend on how fast the device is or whether a compile is cold.
+
+On an accelerator a dispatch returns before the device has finished, and the first run after a
+change of JAX's compile-cache key compiles inside the controlled run. Neither may change what a
+schedule point observes: that is the schedule's decision alone. ``completion_delay`` makes every
+execution complete later than its dispatch (a slow device), and emptying the runtime's program
+cache makes the first explored schedule compile while the later ones hit the cache; the explored
+space, the verdicts and the failing schedules must come out exactly as on a fast device with
+warm caches.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+import jax
+import pytest
+
+import harness.runtime as xr
+import harness.sched as sched
+from harness.runtime import executor, faults
+from harness.scenarios import race_on_handles, runner, wait_gap
+from harness.scenarios.base import Context
+
+NAP = 0.003  # seconds from dispatch to completion: far longer than a tiny step takes on a CPU
+
+
+def _explore(variant, inject: bool, nap: float, strategy: str) -> sched.CheckResult:
+    xr.configure(completion_delay=nap)
+    executor.clear_cache()  # the first schedule compiles, inside the run, as a cold cache would
+    body = runner._controlled(variant, Context(0, inject, len(jax.devices())))
+    if strategy == "dfs":
+        return sched.check_dfs(body, max_preemptions=2, raise_on_failure=False)
+    return sched.check_pct(body, iterations=30, seed=3, raise_on_failure=False)
+
+
+def _outcome(result: sched.CheckResult) -> tuple:
+    failure = result.failure
+    return (result.schedules, None if failure is None else (failure.kind, failure.schedule))
+
+
+def test_the_wait_gap_space_is_the_same_on_a_slow_device() -> None:
+    fast = _explore(wait_gap.step_then_wait, False, 0.0, "dfs")
+    slow = _explore(wait_gap.step_then_wait, False, NAP, "dfs")
+    assert fast.failure is None and slow.failure is None, (fast.failure, slow.failure)
+    assert slow.exhausted and slow.schedules == fast.schedules, (fast.schedules, slow.schedules)
+    with faults.inject(faults.WAIT_GAP):
+        found_fast = _explore(wait_gap.step_then_wait, True, 0.0, "dfs")
+        found_slow = _explore(wait_gap.step_then_wait, True, NAP, "dfs")
+    assert found_slow.failure is not None and found_slow.failure.kind == "InvariantViolation"
+    assert _outcome(found_slow) == _outcome(found_fast), "a slow device changed the failing schedule"
+
+
+@pytest.mark.parametrize("inject", [False, True], ids=["fixed", "injected"])
+def test_race_on_handles_under_pct_is_the_same_on_a_slow_device(inject: bool) -> None:
+    with faults.inject(faults.RACE_ON_HANDLES) if inject else contextlib.nullcontext():
+        fast = _explore(race_on_handles.accumulate, inject, 0.0, "pct")
+        slow = _explore(race_on_handles.accumulate, inject, NAP, "pct")
+    if inject:
+        assert slow.failure is not None, "the race was not found on a slow device"
+        assert race_on_handles.SCENARIO.signature_for(slow.failure.error.original) is not None
+    else:
+        assert slow.failure is None, slow.failure
+    assert _outcome(slow) == _outcome(fast), "a slow device changed what the schedule explored"
