@@ -13,8 +13,8 @@ its cost over ``jax.jit`` is per-step Python work (recording, graph walk, cache 
 executor handoff). A tiny step shows that overhead almost alone; a medium step shows whether the
 compiled program itself is as good as JAX's; the tiny ViT shows a realistic op count.
 
-Cases (all data-parallel on a 1-D mesh of 4 CPU devices: batch sharded, parameters replicated,
-SGD, parameters donated on both sides):
+Cases (all data-parallel on a 1-D mesh of 4 CPU devices, or of every device of ``--backend gpu``
+or ``tpu``: batch sharded, parameters replicated, SGD, parameters donated on both sides):
 
 - ``tiny``: linear model, batch 64, 64 -> 16, MSE (per-step overhead dominates);
 - ``medium``: linear model, batch 1024, 1024 -> 256, MSE (compute dominates);
@@ -24,7 +24,13 @@ SGD, parameters donated on both sides):
 Device count: JAX fixes it when its backend starts, and the process running the CLI may already
 have started it with another count, so every case runs in a fresh child process
 (``python -m harness.bench --child CASE``) with ``JAX_NUM_CPU_DEVICES=4``; the child prints one
-JSON line and the parent collects them.
+JSON line and the parent collects them. With ``--backend gpu`` (or ``tpu``) the child selects that
+platform (``JAX_PLATFORMS``) and shards over every device of it the process sees, one included (a
+mesh of one device is still a mesh); a batch that the count does not divide is rounded up to a
+multiple of it (1, 2, 4 and 8 devices divide every case's batch), and the table and JSON name the
+device kind and count measured. The parent asks the matrix probe first, without starting JAX: a
+backend whose plugin or devices are absent, or that JAX then fails to start in the child, ends
+the command with exit 5 and the reason (``EXIT_NO_BACKEND``).
 
 Timing method (the same on both sides, so the ratio is fair): each step is timed on its own, from
 before the first op is recorded to the moment the step's results exist on the device:
@@ -81,6 +87,11 @@ from harness.errors import UsageError
 
 DEVICES = 4
 BLOCK = 10  # timed steps per interleaved block
+#: backends ``--backend`` accepts (the platform each selects is the matrix's: ``config.BACKENDS``)
+BENCH_BACKENDS = ("cpu", "gpu", "tpu")
+#: the exit code of a backend that is not on this machine (0-2 as the CLI's, 3 and 4 taken by
+#: the release commands): a CI job can tell "nothing to measure here" from a failed measurement
+EXIT_NO_BACKEND = 5
 
 
 @dataclass(frozen=True)
@@ -133,23 +144,62 @@ def add_parsers(subparsers: Any) -> None:
     parser.add_argument("--steps", type=int, default=100, help="step: timed steps per side (default 100)")
     parser.add_argument("--warmup", type=int, default=10, help="step: untimed steps per side first (default 10)")
     parser.add_argument("--only", choices=sorted(CASES), help="step: run one model")
+    parser.add_argument(
+        "--backend", choices=BENCH_BACKENDS, default="cpu",
+        help="step: the devices to measure on: 4 CPU devices (default), or every GPU or TPU device "
+        f"found (exit {EXIT_NO_BACKEND} when there is none)",
+    )
     parser.add_argument("--seeds", type=int, default=20, help="race: seeds per strategy (default 20)")
     parser.add_argument("--json", action="store_true", help="print one JSON document")
     parser.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    return BENCHES[getattr(args, "case", "step")].run(args)
+    case = getattr(args, "case", "step")
+    backend = getattr(args, "backend", "cpu")
+    if case != "step" and backend != "cpu":
+        raise UsageError(f"--backend applies to the step case; {case} runs on CPU devices")
+    return BENCHES[case].run(args)
+
+
+def backend_absent(backend: str) -> str | None:
+    """Why ``backend`` cannot be measured here (the matrix probe's reason: no plugin, no device),
+    or None. Asked without starting JAX, so the answer costs no backend start-up."""
+    if backend == "cpu":
+        return None
+    from harness.matrix.config import Cell
+    from harness.matrix.probe import probe
+
+    found = probe(Cell(name=f"bench-{backend}", backend=backend, devices=1))
+    return None if found.available else found.reason
+
+
+def _no_backend(backend: str, reason: str) -> int:
+    print(f"xharness bench: {backend} backend not available: {reason}", file=sys.stderr)
+    return EXIT_NO_BACKEND
 
 
 def run_step(args: argparse.Namespace) -> int:
     if args.steps < 1 or args.warmup < 1:
         raise UsageError("--steps and --warmup must be at least 1")
+    backend = getattr(args, "backend", "cpu")
+    absent = backend_absent(backend)
+    if absent is not None:
+        return _no_backend(backend, absent)
     names = [args.only] if args.only else list(CASES)
-    results = [_run_child(name, args.steps, args.warmup) for name in names]
+    devices = DEVICES if backend == "cpu" else None
+    results = []
+    for name in names:
+        result = _run_child(name, args.steps, args.warmup, backend, devices)
+        if result.get("no_backend"):  # the probe saw it, but JAX could not start it
+            return _no_backend(backend, str(result["error"]))
+        results.append(result)
+    measured = next((r for r in results if "error" not in r), {})
     report = {
         "command": "xharness bench " + " ".join(sys.argv[2:]) if sys.argv[1:2] == ["bench"] else "xharness bench",
-        "devices": DEVICES,
+        "backend": backend,
+        "devices": measured.get("devices", devices),
+        "device_kind": measured.get("device_kind"),
         "steps": args.steps,
         "warmup": args.warmup,
         "method": "per-step wall time to device completion, median; runtime and jax blocks interleaved",
@@ -228,7 +278,7 @@ def run_properties(args: argparse.Namespace) -> int:
 #: every case of ``xharness bench``, by name: a new case is one entry here
 BENCHES: dict[str, Bench] = {
     "properties": Bench("properties", "examples per second per invariant (CI profile, 8 CPU devices)", run_properties),
-    "step": Bench("step", "runtime step time vs. jax.jit (4 CPU devices)", run_step),
+    "step": Bench("step", "runtime step time vs. jax.jit (4 CPU devices, or --backend's)", run_step),
     "race": Bench("race", "PCT/DFS/random/hypothesis vs. stress on race-on-handles and wait-gap", run_race),
 }
 
@@ -243,13 +293,35 @@ def _child_env(devices: int = DEVICES) -> dict[str, str]:
     return env
 
 
-def _run_child(name: str, steps: int, warmup: int) -> dict[str, Any]:
-    cmd = [sys.executable, "-m", "harness.bench", "--child", name, "--steps", str(steps), "--warmup", str(warmup)]
+def _step_env(backend: str, devices: int | None) -> dict[str, str]:
+    """The step child's environment: CPU devices made to the count, or the accelerator's platform
+    selected with the devices the environment already shows (all of them, unless it narrows them)."""
+    if backend == "cpu":
+        return _child_env(devices or DEVICES)
+    from harness.matrix.config import BACKENDS
+
+    env = dict(os.environ)
+    env["JAX_PLATFORMS"] = BACKENDS[backend]
+    return env
+
+
+def _run_child(
+    name: str, steps: int, warmup: int, backend: str = "cpu", devices: int | None = DEVICES
+) -> dict[str, Any]:
+    """One case in a fresh child on ``backend``; ``devices`` is the count it must see (the CPU
+    count it is given), None for every device of an accelerator."""
+    cmd = [sys.executable, "-m", "harness.bench", "--child", name, "--steps", str(steps), "--warmup", str(warmup),
+           "--backend", backend]
+    if devices is not None:
+        cmd += ["--devices", str(devices)]
     try:
-        proc = subprocess.run(cmd, env=_child_env(), capture_output=True, text=True, timeout=1800)
+        proc = subprocess.run(cmd, env=_step_env(backend, devices), capture_output=True, text=True, timeout=1800)
     except subprocess.TimeoutExpired:
         return {"name": name, "error": "benchmark child timed out after 1800 s"}
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
+    if proc.returncode == EXIT_NO_BACKEND and lines:
+        absent: dict[str, Any] = json.loads(lines[-1])
+        return {"name": name, "error": absent.get("error", "the backend did not start"), "no_backend": True}
     if proc.returncode != 0 or not lines:
         tail = (proc.stderr or proc.stdout).strip().splitlines()[-15:]
         return {"name": name, "error": f"benchmark child exited {proc.returncode}", "stderr": "\n".join(tail)}
@@ -258,8 +330,13 @@ def _run_child(name: str, steps: int, warmup: int) -> dict[str, Any]:
 
 
 def _print_table(report: dict[str, Any]) -> None:
+    if report.get("backend", "cpu") == "cpu":
+        where = f"{report['devices']} CPU devices"
+    else:
+        kind = report.get("device_kind") or "no case measured"
+        where = f"{report['devices'] or 'no'} {report['backend'].upper()} device(s), {kind}"
     print(
-        f"xharness bench: {report['devices']} CPU devices, data-parallel; median of {report['steps']} "
+        f"xharness bench: {where}, data-parallel; median of {report['steps']} "
         f"timed steps per side after {report['warmup']} warm-up steps"
     )
     header = (
@@ -348,22 +425,33 @@ def _jax_vit(cfg: dict[str, int]) -> Callable[[dict[str, Any], Any], Any]:
     return forward
 
 
-def _measure(name: str, steps: int, warmup: int) -> dict[str, Any]:
+def _fit(batch: int, devices: int) -> int:
+    """The least multiple of ``devices`` at or above ``batch``: the batch is sharded over them."""
+    return -(-batch // devices) * devices
+
+
+def _measure(
+    name: str, steps: int, warmup: int, backend: str = "cpu", expected: int | None = DEVICES
+) -> dict[str, Any]:
     import jax
     from jax.sharding import NamedSharding, PartitionSpec
 
     import harness.runtime as xr
     from harness.runtime import models, nn
 
-    if jax.device_count() != DEVICES:
-        raise RuntimeError(f"expected {DEVICES} CPU devices, JAX has {jax.device_count()} (JAX_NUM_CPU_DEVICES)")
+    found = jax.devices()
+    count = len(found)
+    if expected is not None and count != expected:
+        hint = " (JAX_NUM_CPU_DEVICES)" if backend == "cpu" else ""
+        raise RuntimeError(f"expected {expected} {backend} devices, JAX has {count}{hint}")
     rng = np.random.default_rng(0)
     xr.manual_seed(0)
-    mesh = xr.Mesh(list(range(DEVICES)), (DEVICES,), ("data",))
+    mesh = xr.Mesh(list(range(count)), (count,), ("data",))
     jmesh = mesh.jax_mesh
 
     if name in LINEAR_SIZES:
         batch, fin, fout = LINEAR_SIZES[name]
+        batch = _fit(batch, count)
         model: nn.Module = models.LinearModel(fin, fout)
         x_host = rng.standard_normal((batch, fin)).astype(np.float32)
         y_host = rng.standard_normal((batch, fout)).astype(np.float32)
@@ -375,8 +463,9 @@ def _measure(name: str, steps: int, warmup: int) -> dict[str, Any]:
     else:
         cfg = {"image": 8, "patch": 4, "channels": 3, "dim": 16, "depth": 2, "heads": 2, "classes": 10}
         model = models.TinyViT(**cfg)
-        x_host = rng.standard_normal((VIT_BATCH, cfg["channels"], cfg["image"], cfg["image"])).astype(np.float32)
-        y_host = np.eye(cfg["classes"], dtype=np.float32)[rng.integers(0, cfg["classes"], VIT_BATCH)]
+        batch = _fit(VIT_BATCH, count)
+        x_host = rng.standard_normal((batch, cfg["channels"], cfg["image"], cfg["image"])).astype(np.float32)
+        y_host = np.eye(cfg["classes"], dtype=np.float32)[rng.integers(0, cfg["classes"], batch)]
         rt_loss = nn.cross_entropy
         jax_forward = _jax_vit(cfg)
 
@@ -394,7 +483,10 @@ def _measure(name: str, steps: int, warmup: int) -> dict[str, Any]:
     jy = jax.device_put(y_host, NamedSharding(jmesh, PartitionSpec(*label_spec)))
 
     def jax_step(params: dict[str, Any], x: Any, y: Any) -> tuple[dict[str, Any], Any]:
-        loss, grads = jax.value_and_grad(lambda p: jax_loss_of(jax_forward(p, x), y))(params)
+        # the precision the runtime's programs ask for, so that both sides do the same arithmetic
+        # (left to JAX's default, a GPU's float32 products would be TF32 on this side only)
+        with jax.default_matmul_precision(xr.options.matmul_precision):
+            loss, grads = jax.value_and_grad(lambda p: jax_loss_of(jax_forward(p, x), y))(params)
         return jax.tree.map(lambda p, g: p - g * LR, params, grads), loss
 
     jitted = jax.jit(jax_step, donate_argnums=(0,), out_shardings=(param_shardings, replicated))
@@ -492,6 +584,12 @@ def _measure(name: str, steps: int, warmup: int) -> dict[str, Any]:
     return {
         "name": name,
         "description": case.description,
+        # where it ran: the backend asked for, the platform and kind JAX reports, the mesh's size
+        "backend": backend,
+        "platform": found[0].platform,
+        "device_kind": found[0].device_kind,
+        "devices": count,
+        "batch": batch,
         "runtime_ms": rt,
         "jax_ms": jx_stats,
         "ratio": ratio,
@@ -519,8 +617,24 @@ def _child_main(argv: list[str]) -> int:
     parser.add_argument("--child", required=True, choices=sorted(CASES))
     parser.add_argument("--steps", type=int, default=100)
     parser.add_argument("--warmup", type=int, default=10)
+    parser.add_argument("--backend", choices=BENCH_BACKENDS, default="cpu")
+    parser.add_argument("--devices", type=int, default=None,
+                        help="the device count JAX must show (default: every device of the backend)")
     args = parser.parse_args(argv)
-    result = _measure(args.child, args.steps, args.warmup)
+    import jax
+
+    try:
+        jax.devices()
+    except Exception as exc:  # the plugin is there (or not), but the backend does not start
+        # JAX raises RuntimeError, or trips an assertion with no message when JAX_PLATFORMS names
+        # a platform none of its plugins registered: name the error either way
+        detail = str(exc).strip().splitlines()[0] if str(exc).strip() else (
+            f"JAX_PLATFORMS={os.environ.get('JAX_PLATFORMS', '')!r} names no platform JAX could start"
+        )
+        message = f"JAX could not start its {args.backend} backend ({type(exc).__name__}: {detail})"
+        print(json.dumps({"name": args.child, "error": message}), flush=True)
+        return EXIT_NO_BACKEND
+    result = _measure(args.child, args.steps, args.warmup, args.backend, args.devices)
     print(json.dumps(result), flush=True)
     return 0
 

@@ -100,6 +100,8 @@ def _load(path: Path | None) -> Matrix:
 
 
 def _shape(cell: Cell) -> str:
+    if cell.all_devices:
+        return "all"
     shape = f"{cell.processes}x{cell.devices}" if cell.multiprocess else str(cell.devices)
     if cell.slices > 1:
         shape += f", {cell.slices} slices"
@@ -108,16 +110,19 @@ def _shape(cell: Cell) -> str:
 
 # -- cells -----------------------------------------------------------------------------------------
 def cells_command(args: argparse.Namespace) -> int:
+    """Every cell this machine has: a template (``devices = "all"``) shows as the cell of every
+    device the probe finds (``gpu-8``), or as itself with the reason when there are fewer than two."""
     matrix = _load(args.matrix)
+    listed = matrix.listed()
     rows = []
-    for cell in matrix.cells.values():
+    for cell in listed:
         found = probe(cell)
         rows.append({**cell.as_dict(), "available": found.available, "reason": found.reason})
     if args.json:
         print(json.dumps({"matrix": str(matrix.path), "cells": rows}, indent=2))
         return 0
     width = max(len(r["name"]) for r in rows)
-    for row, cell in zip(rows, matrix.cells.values(), strict=True):
+    for row, cell in zip(rows, listed, strict=True):
         status = "runs here" if row["available"] else "SKIPPED  "
         print(f"{cell.name:<{width}}  {cell.backend:<3}  {_shape(cell):<16} {cell.runtime_label():<44} "
               f"{status}  {row['reason']}")
@@ -297,7 +302,7 @@ def _shards(cell: Cell, settings: RunSettings, jobs: int, times: dict[str, float
     crash, so no test may depend on another file having run before it in the same process.
     Balanced by the last run's seconds per path (largest first onto the lighter part), else by
     alternating the paths. One part (the cell itself) when there is nothing to split."""
-    if jobs < 2 or cell.multiprocess or cell.release or len(cell.paths) < 2:
+    if jobs < 2 or cell.multiprocess or cell.release or len(cell.paths) < 2 or _exclusive(cell):
         return [cell]
     if split_pytest_args(settings.pytest_args, settings.matrix.root)[0]:  # paths given after --
         return [cell]
@@ -367,6 +372,13 @@ def start_order(cells: list[Cell], jobs: int, previous: dict[str, float]) -> lis
     if jobs > 1:
         return sorted(cells, key=lambda c: (-_slots(c, jobs), -_size_guess(c), order[c.name]))
     return list(cells)
+
+
+def _exclusive(cell: Cell) -> bool:
+    """An accelerator cell's devices are its own while it runs: JAX takes three quarters of a
+    GPU's memory when a process starts (a second process on it runs out), and a TPU chip opens in
+    one process at a time. So no two cells (or parts of one) of that backend run at once."""
+    return cell.backend != "cpu"
 
 
 def _slots(cell: Cell, jobs: int) -> int:
@@ -441,6 +453,8 @@ def _run_cells(cells: list[Cell], settings: RunSettings, out: Path, junit_dir: P
                     label, cell, part, shard = unit
                     need = _slots(cell, jobs)
                     if need > free:
+                        continue
+                    if _exclusive(cell) and any(by_label[r][0].backend == cell.backend for r in running):
                         continue
                     pending.remove(unit)
                     free -= need

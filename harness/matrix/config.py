@@ -9,9 +9,11 @@ field, because a matrix file is edited by hand and read by CI long after it was 
 from __future__ import annotations
 
 import math
+import os
 import re
 import tomllib
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +21,18 @@ from typing import Any
 BACKENDS = {"cpu": "cpu", "gpu": "cuda", "tpu": "tpu"}
 #: runtime options a cell may set, with their defaults (the runtime reads them from the environment)
 RUNTIME_OPTIONS: dict[str, bool] = {"functionalization": True, "param_aliasing": True}
+#: runtime options a cell may set to one of a few names, with the names accepted. Absent unless a
+#: cell (or ``[defaults]``) sets it: the runtime's own default applies then, since the caller's
+#: environment variable is scrubbed (``OWNED_ENV``). ``matmul_precision`` is the precision the
+#: reference runtime's programs ask XLA for in their matrix products (``HARNESS_MATMUL_PRECISION``;
+#: default ``highest``, exact float32): a GPU cell may declare ``tensorfloat32`` to run as a GPU's
+#: own default would. The names are ``harness.runtime.config.MATMUL_PRECISIONS``', spelled out
+#: here because reading a matrix must not import the runtime (and JAX with it).
+RUNTIME_CHOICES: dict[str, tuple[str, ...]] = {
+    "matmul_precision": ("default", "bfloat16", "high", "tensorfloat32", "bfloat16_3x", "highest", "float32"),
+}
+#: the environment variable each choice reaches the cell's processes through
+_CHOICE_ENV = {"matmul_precision": "HARNESS_MATMUL_PRECISION"}
 #: what else the ``runtime`` table of a cell may say: which runtime is under test, and which of
 #: its releases (a release runs in its own cached environment: ``harness.adapters.envs``)
 RUNTIME_IDENTITY = ("name", "release")
@@ -58,8 +72,18 @@ OWNED_ENV = {
     "HARNESS_FUNCTIONALIZATION": "runtime.functionalization",
     "HARNESS_DISABLE_FUNCTIONALIZATION": "runtime.functionalization",
     "HARNESS_PARAM_ALIASING": "runtime.param_aliasing",
+    "HARNESS_MATMUL_PRECISION": "runtime.matmul_precision",
     "HARNESS_RELEASE": "runtime.release",
 }
+#: ``devices = "all"``: a template cell, one per machine, of every accelerator the probe finds
+ALL_DEVICES = "all"
+#: a template's name ends so; its cells are named by the stem and the count (``gpu-all``: ``gpu-8``)
+TEMPLATE_SUFFIX = "-all"
+#: the fewest devices a template makes a cell of: with one, every sharding degenerates to
+#: replication, which the one-device cell of the backend (``gpu``, ``tpu``) already runs
+MIN_TEMPLATE_DEVICES = 2
+#: backends a template may take every device of; a CPU cell names its count (any count runs)
+TEMPLATE_BACKENDS = ("gpu", "tpu")
 #: PyTorch/XLA's own name of each backend (``PJRT_DEVICE``)
 PJRT_DEVICES = {"cpu": "CPU", "gpu": "CUDA", "tpu": "TPU"}
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
@@ -84,7 +108,7 @@ class Cell:
     devices: int = 1  # per process
     processes: int = 1
     slices: int = 1
-    runtime: dict[str, bool] = field(default_factory=lambda: dict(RUNTIME_OPTIONS))
+    runtime: dict[str, bool | str] = field(default_factory=lambda: dict(RUNTIME_OPTIONS))
     env: dict[str, str] = field(default_factory=dict)
     paths: tuple[str, ...] = ("suites",)
     pytest_args: tuple[str, ...] = ()
@@ -93,6 +117,22 @@ class Cell:
     line: int | None = None  # where the cell's table starts in the file
     runtime_name: str | None = None  # ``runtime.name``: None leaves it to ``--runtime``
     release: str | None = None  # ``runtime.release``: a release of ``runtime_name``
+    all_devices: bool = False  # ``devices = "all"``: a template, resolved by the probe's count
+    derived_from: str | None = None  # the template this cell was made from (``gpu-all``)
+
+    @property
+    def stem(self) -> str:
+        """What a template's cells are named by, before the count: ``gpu-`` for ``gpu-all`` and
+        each of its cells; a cell of no template is its own name."""
+        template = self.name if self.all_devices else self.derived_from
+        return template[: -len(ALL_DEVICES)] if template else self.name
+
+    def derive(self, devices: int) -> Cell:
+        """The cell of ``devices`` devices a template stands for, named ``<stem><devices>``."""
+        if not self.all_devices:
+            raise ValueError(f"cell {self.name} is not a template (devices = \"all\")")
+        return replace(self, name=f"{self.stem}{devices}", devices=devices, all_devices=False,
+                       derived_from=self.name)
 
     @property
     def total_devices(self) -> int:
@@ -104,13 +144,19 @@ class Cell:
 
     def runtime_label(self) -> str:
         """A short human description of the runtime options, e.g. ``functionalization=off``."""
-        parts = [f"{k}={'on' if v else 'off'}" for k, v in sorted(self.runtime.items())]
+        parts = [
+            f"{k}={v}" if isinstance(v, str) else f"{k}={'on' if v else 'off'}" for k, v in sorted(self.runtime.items())
+        ]
         return " ".join(parts)
 
-    def environment(self, runtime_name: str = "reference") -> dict[str, str]:
+    def environment(
+        self, runtime_name: str = "reference", parent: Mapping[str, str] | None = None
+    ) -> dict[str, str]:
         """The variables that make a fresh process *be* this cell (before JAX initializes), and,
         for PyTorch/XLA, before it imports: its device, device count and flags come from the
-        same fields, under its own variable names."""
+        same fields, under its own variable names. ``parent`` is the environment the cell's
+        processes inherit (default ``os.environ``): an accelerator cell keeps to the devices it
+        already leaves visible."""
         env = {
             "HARNESS_CELL": self.name,
             "HARNESS_BACKEND": self.backend,
@@ -126,6 +172,11 @@ class Cell:
         }
         if self.backend == "cpu":
             env["JAX_NUM_CPU_DEVICES"] = str(self.devices)
+        else:
+            env.update(_accelerator_visibility(self, os.environ if parent is None else parent))
+        for name, variable in _CHOICE_ENV.items():
+            if name in self.runtime:
+                env[variable] = str(self.runtime[name])
         if self.release:
             env["HARNESS_RELEASE"] = self.release
         if runtime_name == "torch_xla":
@@ -138,13 +189,16 @@ class Cell:
         return env
 
     def as_dict(self) -> dict[str, Any]:
+        """The cell as ``xharness cells --json`` shows it. A template's device count is the word
+        its file says (``"all"``) until the probe resolves it; a derived cell names its template."""
         return {
             "name": self.name,
             "backend": self.backend,
-            "devices": self.devices,
+            "devices": ALL_DEVICES if self.all_devices else self.devices,
             "processes": self.processes,
             "slices": self.slices,
-            "total_devices": self.total_devices,
+            "total_devices": ALL_DEVICES if self.all_devices else self.total_devices,
+            **({"derived_from": self.derived_from} if self.derived_from else {}),
             "runtime": {
                 **self.runtime,
                 **({"name": self.runtime_name} if self.runtime_name else {}),
@@ -158,21 +212,103 @@ class Cell:
         }
 
 
+def _accelerator_visibility(cell: Cell, parent: Mapping[str, str]) -> dict[str, str]:
+    """The variables that keep an accelerator cell's processes to its own devices.
+
+    JAX takes every device the driver shows it, so on a machine with more devices than the cell
+    names, the one-GPU cell would otherwise run on all of them (and claim to be one device). GPUs:
+    ``CUDA_VISIBLE_DEVICES`` (also read by ROCm's HIP) lists the first ``total_devices`` of those
+    the parent leaves visible, so a runner that hands the job some GPUs keeps it on them. TPUs:
+    libtpu has no such list for an arbitrary count, only its bounds; a one-chip cell takes the
+    first visible chip with bounds of one chip, a larger cell takes the host's chips (the probe
+    asks for exactly its count, ``harness.matrix.probe``).
+    """
+    if cell.backend == "gpu":
+        return {"CUDA_VISIBLE_DEVICES": _first_visible(parent.get("CUDA_VISIBLE_DEVICES"), cell.total_devices)}
+    if cell.backend == "tpu" and cell.total_devices == 1:
+        return {
+            "TPU_VISIBLE_CHIPS": _first_visible(parent.get("TPU_VISIBLE_CHIPS"), 1),
+            "TPU_CHIPS_PER_PROCESS_BOUNDS": "1,1,1",
+            "TPU_PROCESS_BOUNDS": "1,1,1",
+        }
+    return {}
+
+
+def _first_visible(listed: str | None, count: int) -> str:
+    """The first ``count`` entries of a visible-devices list (indices or UUIDs), or of all
+    devices when the parent sets none; an empty list (nothing visible) stays empty."""
+    if listed is None:
+        return ",".join(str(i) for i in range(count))
+    entries = [e.strip() for e in listed.split(",") if e.strip()]
+    return ",".join(entries[:count])
+
+
+def _device_count(backend: str) -> int:
+    from harness.matrix.probe import device_count  # the probe imports this module
+
+    return device_count(backend)
+
+
 @dataclass(frozen=True)
 class Matrix:
     path: Path
     root: Path  # the directory cells run pytest from
-    cells: dict[str, Cell]
+    cells: dict[str, Cell]  # in file order, templates (``devices = "all"``) included
 
-    def select(self, names: list[str] | None) -> list[Cell]:
-        """The named cells in the given order (all cells when ``names`` is empty)."""
+    @property
+    def templates(self) -> dict[str, Cell]:
+        return {name: c for name, c in self.cells.items() if c.all_devices}
+
+    def listed(self, found: Callable[[str], int] | None = None) -> list[Cell]:
+        """Every cell this machine has, in file order: each template replaced by its cell of
+        every device the probe finds (``found(backend)``, default the probe's count) when there
+        are at least two, else kept as it is (the probe then says why it cannot run). A derived
+        cell the file also names explicitly is listed once, as the file says."""
+        count = found or _device_count
+        out: dict[str, Cell] = {}
+        for cell in self.cells.values():
+            if cell.all_devices:
+                cell = self._resolve(cell, count(cell.backend))
+                if cell.name in self.cells and cell.derived_from:
+                    continue  # the file's own cell of that name stands where the file puts it
+            out.setdefault(cell.name, cell)
+        return list(out.values())
+
+    def select(self, names: list[str] | None, found: Callable[[str], int] | None = None) -> list[Cell]:
+        """The named cells in the given order (:meth:`listed` when ``names`` is empty). A name is
+        a cell of the file, a template (resolved as in :meth:`listed`), or ``<stem><N>`` of a
+        template (``gpu-8`` of ``gpu-all``): that cell whatever this machine has, so a run asks
+        for the hardware it means and the probe says why it cannot run here."""
         if not names:
-            return list(self.cells.values())
-        unknown = [n for n in names if n not in self.cells]
-        if unknown:
-            known = ", ".join(self.cells)
-            raise MatrixError(self.path, None, "--cells", f"unknown cell {unknown[0]!r} (known: {known})")
-        return [self.cells[n] for n in dict.fromkeys(names)]
+            return self.listed(found)
+        count = found or _device_count
+        chosen: dict[str, Cell] = {}
+        for name in names:
+            cell = self.cells.get(name) or self._by_count(name)
+            if cell is None:
+                raise MatrixError(self.path, None, "--cells", f"unknown cell {name!r} (known: {self._known()})")
+            if cell.all_devices:
+                cell = self._resolve(cell, count(cell.backend))
+                cell = self.cells.get(cell.name, cell)
+            chosen.setdefault(cell.name, cell)
+        return list(chosen.values())
+
+    def _resolve(self, template: Cell, found: int) -> Cell:
+        return template.derive(found) if found >= MIN_TEMPLATE_DEVICES else template
+
+    def _by_count(self, name: str) -> Cell | None:
+        """The cell ``<stem><N>`` of a template, ``N`` at least :data:`MIN_TEMPLATE_DEVICES`."""
+        for template in self.templates.values():
+            digits = name[len(template.stem):]
+            if name.startswith(template.stem) and digits.isdigit() and not digits.startswith("0"):
+                if int(digits) >= MIN_TEMPLATE_DEVICES:
+                    return template.derive(int(digits))
+        return None
+
+    def _known(self) -> str:
+        names = [n for n, c in self.cells.items() if not c.all_devices]
+        names += [f"{c.name} or {c.stem}N (N >= {MIN_TEMPLATE_DEVICES})" for c in self.templates.values()]
+        return ", ".join(names)
 
 
 def default_matrix_path() -> Path:
@@ -268,6 +404,9 @@ class _Parser:
             if not isinstance(body, dict):
                 raise self.fail(("cells",), name, "must be a table")
             values = self._fields(table, body, base, allow_shape=True)
+            if values.get("devices") == ALL_DEVICES:
+                self._check_template(table, name, values)
+                values.update(devices=MIN_TEMPLATE_DEVICES, all_devices=True)
             cell = Cell(name=name, line=self.line_of(table), **values)
             self._check_shape(table, cell)
             cells[name] = cell
@@ -298,6 +437,10 @@ class _Parser:
         if key == "backend":
             if value not in BACKENDS:
                 raise self.fail(table, key, f"unknown backend {value!r} (expected one of {', '.join(BACKENDS)})")
+            return value
+        if key == "devices" and value == ALL_DEVICES:
+            if table[0] != "cells":
+                raise self.fail(table, key, f"{ALL_DEVICES!r} belongs to a cell of its own, not to [defaults]")
             return value
         if key in ("devices", "processes", "slices"):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -340,13 +483,41 @@ class _Parser:
                     if not isinstance(v, str) or not _RELEASE_RE.match(v):
                         raise self.fail((*table, key), name, f"must be a release version string like \"2.9.0\", got {v!r}")
                     continue
+                if name in RUNTIME_CHOICES:
+                    accepted = RUNTIME_CHOICES[name]
+                    if not isinstance(v, str) or v.strip().lower() not in accepted:
+                        raise self.fail(
+                            (*table, key), name,
+                            f"unknown {name.replace('_', ' ')} {v!r} (expected one of {', '.join(accepted)})",
+                        )
+                    continue
                 if name not in RUNTIME_OPTIONS:
-                    known = ", ".join([*RUNTIME_OPTIONS, *RUNTIME_IDENTITY])
+                    known = ", ".join([*RUNTIME_OPTIONS, *RUNTIME_CHOICES, *RUNTIME_IDENTITY])
                     raise self.fail((*table, key), name, f"unknown runtime option (expected one of {known})")
                 if not isinstance(v, bool):
                     raise self.fail((*table, key), name, f"must be true or false, got {v!r}")
             return dict(value)
         raise AssertionError(key)  # _CELL_KEYS and this function list the same keys
+
+    def _check_template(self, table: tuple[str, ...], name: str, values: dict[str, Any]) -> None:
+        """A template takes every accelerator of one machine in one process: its count and name
+        follow from the hardware, so nothing else may fix them."""
+        backend = values.get("backend", "cpu")
+        if backend not in TEMPLATE_BACKENDS:
+            raise self.fail(
+                table, "devices",
+                f"{ALL_DEVICES!r} takes every {' or '.join(b.upper() for b in TEMPLATE_BACKENDS)} the probe finds "
+                f"(backend = {' or '.join(repr(b) for b in TEMPLATE_BACKENDS)}); a {backend} cell names its count",
+            )
+        for key in ("processes", "slices"):
+            if values.get(key, 1) != 1:
+                raise self.fail(table, key, f"a cell of devices = {ALL_DEVICES!r} runs one process of one slice")
+        if not name.endswith(TEMPLATE_SUFFIX):
+            raise self.fail(
+                table, None,
+                f"a cell of devices = {ALL_DEVICES!r} is named STEM{TEMPLATE_SUFFIX}: its cells are STEM-N, "
+                "N the devices the probe finds (e.g. gpu-all makes gpu-8)",
+            )
 
     def _check_shape(self, table: tuple[str, ...], cell: Cell) -> None:
         """Constraints between fields: the cell must be a topology that can exist."""

@@ -62,6 +62,57 @@ def test_defaults_apply_and_runtime_options_merge(tmp_path: Path) -> None:
     assert cell.environment()["HARNESS_PARAM_ALIASING"] == "0"
 
 
+def test_a_cell_declares_its_matmul_precision_and_its_process_runs_under_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``runtime = { matmul_precision = ... }`` reaches the cell's processes as
+    ``HARNESS_MATMUL_PRECISION``, which the runtime reads when it starts; a cell that says
+    nothing leaves the runtime's own default (the caller's variable is scrubbed: ``OWNED_ENV``)."""
+    from harness.matrix.config import OWNED_ENV, RUNTIME_CHOICES
+    from harness.runtime import config
+
+    path = _write(tmp_path, """
+        [cells.tf32]
+        backend = "gpu"
+        devices = 1
+        runtime = { matmul_precision = "tensorfloat32", functionalization = false }
+
+        [cells.plain]
+        devices = 2
+    """)
+    cells = load_matrix(path).cells
+    tf32, plain = cells["tf32"], cells["plain"]
+    assert tf32.runtime == {"functionalization": False, "param_aliasing": True, "matmul_precision": "tensorfloat32"}
+    assert tf32.runtime_label() == "functionalization=off matmul_precision=tensorfloat32 param_aliasing=on"
+    assert tf32.as_dict()["runtime"]["matmul_precision"] == "tensorfloat32"
+    env = tf32.environment("reference")
+    assert env["HARNESS_MATMUL_PRECISION"] == "tensorfloat32"
+    assert "HARNESS_MATMUL_PRECISION" not in plain.environment() and "HARNESS_MATMUL_PRECISION" in OWNED_ENV
+    monkeypatch.setenv("HARNESS_MATMUL_PRECISION", env["HARNESS_MATMUL_PRECISION"])
+    assert config._from_env().matmul_precision == "high"  # what the cell's runtime starts with
+    # the matrix spells the runtime's accepted names out (reading it must not import JAX): the same
+    assert set(RUNTIME_CHOICES["matmul_precision"]) == set(config.MATMUL_PRECISIONS)
+    # the shipped cells declare none: they run at the runtime's default, exact float32
+    assert not any("matmul_precision" in c.runtime for c in load_matrix(SHIPPED).cells.values())
+
+
+def test_a_default_matmul_precision_applies_to_every_cell(tmp_path: Path) -> None:
+    path = _write(tmp_path, """
+        [defaults]
+        runtime = { matmul_precision = "HIGH" }
+
+        [cells.a]
+        devices = 2
+
+        [cells.b]
+        devices = 2
+        runtime = { matmul_precision = "highest" }
+    """)
+    cells = load_matrix(path).cells
+    assert cells["a"].environment()["HARNESS_MATMUL_PRECISION"] == "HIGH"  # the runtime reads any case
+    assert cells["b"].environment()["HARNESS_MATMUL_PRECISION"] == "highest"
+
+
 BAD = [
     # (file text, line, field, words in the message)
     ("[cells.a]\ndevices = 0\n", 2, "cells.a.devices", "positive integer"),
@@ -78,6 +129,11 @@ BAD = [
     ("root = \"..\"\n", None, "cells", "at least one"),
     ("root = \"..\"\n\n[cell.cpu-1]\ndevices = 1\n", 3, "cell", "unknown key"),
     ("[cells.a]\ndevices = 1\n[cells.\"b c\"]\ndevices = 1\n", 3, "cells.b c", "cell names"),
+    ("[cells.a]\ndevices = 1\nruntime = { matmul_precision = \"tf32\" }\n", 3, "cells.a.runtime.matmul_precision",
+     "unknown matmul precision 'tf32' (expected one of default, bfloat16, high, tensorfloat32, bfloat16_3x, highest, float32)"),
+    ("[cells.a]\n[cells.a.runtime]\nmatmul_precision = true\n", 3, "cells.a.runtime.matmul_precision", "expected one of"),
+    ("[cells.a]\nenv = { HARNESS_MATMUL_PRECISION = \"high\" }\n", 2, "cells.a.env.HARNESS_MATMUL_PRECISION",
+     "runtime.matmul_precision"),
 ]
 
 
