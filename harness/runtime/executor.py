@@ -160,6 +160,11 @@ class DeviceData:
             )
         if array.is_deleted():
             raise DonatedBufferError(f"buffer with shape {ir.aval_text(self.aval)} is deleted")
+        # A filled buffer may still be in flight on the device: on an accelerator a transfer
+        # (``xr.tensor``) and an execution return before the device is done, and the buffer's
+        # pointer is only there once it is. Waiting for it here, a wait that always ends the same
+        # way, keeps what this point observes the schedule's decision, not the device's speed.
+        array.block_until_ready()
         return int(array.addressable_shards[0].data.unsafe_buffer_pointer())
 
 

@@ -62,3 +62,37 @@ def test_race_on_handles_under_pct_is_the_same_on_a_slow_device(inject: bool) ->
     else:
         assert slow.failure is None, slow.failure
     assert _outcome(slow) == _outcome(fast), "a slow device changed what the schedule explored"
+
+
+class _InFlight:
+    """A buffer whose device work is still running, as a transferred or computed buffer is on
+    an accelerator right after JAX returned: its pointer cannot be read until it is ready."""
+
+    def __init__(self, real: jax.Array) -> None:
+        self._real = real
+        self.ready = False
+
+    def is_deleted(self) -> bool:
+        return self._real.is_deleted()
+
+    def block_until_ready(self) -> _InFlight:
+        self.ready = True
+        return self
+
+    @property
+    def addressable_shards(self) -> list:
+        if not self.ready:
+            raise RuntimeError("INVALID_ARGUMENT: the buffer's definition event has not happened yet")
+        return self._real.addressable_shards
+
+
+def test_a_handle_of_a_buffer_still_in_flight_is_read_once_it_is_there() -> None:
+    """A handle read at a schedule point waits for the device (always the same outcome) rather
+    than seeing "not ready" in one run and "ready" in the next."""
+    import numpy as np
+
+    t = xr.tensor(np.ones((2, 3), np.float32))
+    (data,) = xr.device_data([t])
+    settled = data.handle()
+    data._array = _InFlight(data._array)  # the transfer has not finished on the device
+    assert data.handle() == settled
