@@ -122,6 +122,8 @@ def test_isolated_restores_it() -> None:
 def test_a_replay_line_carries_it(monkeypatch: pytest.MonkeyPatch) -> None:
     from harness.scenarios import runner
 
+    for name in runner.RUNTIME_ENV:  # a cell's own runtime options would be carried too
+        monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("HARNESS_MATMUL_PRECISION", "tensorfloat32")
     assert runner.repro_command("race-on-handles", False, 0).startswith("HARNESS_MATMUL_PRECISION=tensorfloat32 ")
     assert "HARNESS_MATMUL_PRECISION" not in runner.repro_command("race-on-handles", False, 0, cell="cpu-8")
