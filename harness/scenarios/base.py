@@ -99,6 +99,7 @@ class Needs:
     devices: int = 1
     device_multiple: int = 1  # the device count must be a multiple of this
     processes: int = 1
+    max_processes: int = 0  # the most processes the mechanism makes sense in (0: any number)
     backends: tuple[str, ...] = ()  # empty: any backend
     why: str = ""  # why the need exists, shown with a skip
 
@@ -124,6 +125,8 @@ class Needs:
             return f"needs a device count that is a multiple of {self.device_multiple}, the cell has {devices}"
         if processes < self.processes:
             return f"needs {self.processes} processes, the cell has {processes}"
+        if self.max_processes and processes > self.max_processes:
+            return f"runs in at most {self.max_processes} process(es), the cell has {processes}"
         return None
 
     def to_json(self) -> dict[str, object]:
@@ -132,6 +135,7 @@ class Needs:
             "devices": self.devices,
             "device_multiple": self.device_multiple,
             "processes": self.processes,
+            "max_processes": self.max_processes,
             "backends": list(self.backends),
             "why": self.why,
         }

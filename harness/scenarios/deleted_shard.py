@@ -87,6 +87,10 @@ SCENARIO = Scenario(
         "local-shard-donated": local_shard_donated,
         "assembled-from-donated-piece": assembled_from_donated_piece,
     },
-    needs=Needs(devices=DEVICES),
+    needs=Needs(
+        devices=DEVICES,
+        max_processes=1,
+        why="a process' local shards are its own devices' pieces; the trigger is one process'",
+    ),
     story=__doc__ or "",
 )

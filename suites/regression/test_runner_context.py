@@ -107,10 +107,11 @@ def test_no_note_without_the_scenario_switch(monkeypatch: pytest.MonkeyPatch) ->
 def test_needs_has_no_unchecked_fields() -> None:
     """Every field of Needs is one that ``unmet`` checks, but ``why``, the text that goes with an
     unmet need."""
-    checked = {"devices", "device_multiple", "processes", "backends"}
+    checked = {"devices", "device_multiple", "processes", "max_processes", "backends"}
     assert {f.name for f in dataclasses.fields(Needs)} == checked | {"why"}
     assert Needs(devices=2).unmet(1) and Needs(device_multiple=2).unmet(3)
     assert Needs(processes=2).unmet(1, 1) and Needs(backends=("tpu",)).unmet(1, 1, "cpu")
+    assert Needs(max_processes=1).unmet(8, 2) and not Needs(max_processes=1).unmet(8, 1)
 
 
 # ---------------------------------------------------------------- hung children
