@@ -31,7 +31,7 @@ def _explore(variant, inject: bool, nap: float, strategy: str) -> sched.CheckRes
     body = runner._controlled(variant, Context(0, inject, len(jax.devices())))
     if strategy == "dfs":
         return sched.check_dfs(body, max_preemptions=2, raise_on_failure=False)
-    return sched.check_pct(body, iterations=30, seed=3, raise_on_failure=False)
+    return sched.check_pct(body, iterations=15, seed=3, raise_on_failure=False)
 
 
 def _outcome(result: sched.CheckResult) -> tuple:

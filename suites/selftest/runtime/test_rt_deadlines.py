@@ -25,7 +25,7 @@ import harness.runtime as xr
 from harness.runtime import executor, faults
 
 NDEV = len(jax.devices())
-DEADLINE = 1.0
+DEADLINE = 0.2  # seconds: short, since every case waits it out once
 
 
 @pytest.fixture
@@ -91,7 +91,7 @@ def test_a_never_completing_execution_ends_in_the_runtimes_error(
     with pytest.raises(xr.ExecutionTimeoutError) as caught:
         WAITS[wait](t, tmp_path)
     message = str(caught.value)
-    assert "has not completed within 1 s" in message and "wait_timeout" in message, message
+    assert f"has not completed within {DEADLINE:g} s" in message and "wait_timeout" in message, message
     assert "program" in message and "mul" in message, f"the program is not named: {message}"
     where = "_dispatch" if stuck == "dispatch" else "_complete"
     assert f"in {where}" in message, f"the executor thread's stack is not shown: {message}"
@@ -108,6 +108,7 @@ def test_after_a_given_up_execution_the_runtime_works_on(
     with pytest.raises(xr.ExecutionTimeoutError):  # its value keeps saying why it has none
         t.numpy()
     monkeypatch.undo()
+    xr.configure(wait_timeout=600.0)  # real work from here on: a busy machine may be slow
     y = xr.tensor(np.full((2, 2), 2.0, np.float32)) + 1.0
     xr.mark_step()
     assert np.array_equal(y.numpy(), np.full((2, 2), 3.0))
