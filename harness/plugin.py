@@ -44,6 +44,8 @@ _MARKERS = (
     "options_independent: the outcome does not depend on the runtime options a cell sets (the test "
     "sets both itself, from its examples or parameters, or uses no runtime); cells that differ only "
     "in those options would run it identically, so the shipped matrix leaves it out of cpu-8-nofunc",
+    "cell_independent: the outcome depends on neither the device count nor the runtime options (a "
+    "fake executable, a faked backend, a fixed exploration); the shipped matrix runs it in cpu-8 only",
 )
 
 

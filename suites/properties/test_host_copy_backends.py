@@ -20,6 +20,9 @@ from harness.properties.base import known_finding, switched_on
 from harness.runtime import faults
 from harness.scenarios.host_aliasing import RACE_BYTES, RACE_TRIALS
 
+#: none of these depends on the cell's device count or options: the matrix runs them in cpu-8
+pytestmark = pytest.mark.cell_independent
+
 EXAMPLES = [
     np.arange(12, dtype=np.float32).reshape(3, 4),
     np.array(7, dtype=np.int32),  # 0-d

@@ -35,6 +35,9 @@ from harness.scenarios.base import (
     trials_for,
 )
 
+#: none of these depends on the cell's device count or options: the matrix runs them in cpu-8
+pytestmark = pytest.mark.cell_independent
+
 ROOT = Path(__file__).resolve().parents[2]
 
 

@@ -22,6 +22,9 @@ from harness.runtime import executor, faults
 from harness.scenarios import race_on_handles, runner, wait_gap
 from harness.scenarios.base import Context
 
+#: none of these depends on the cell's device count or options: the matrix runs them in cpu-8
+pytestmark = pytest.mark.cell_independent
+
 NAP = 0.003  # seconds from dispatch to completion: far longer than a tiny step takes on a CPU
 
 

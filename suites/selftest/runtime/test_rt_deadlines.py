@@ -26,6 +26,8 @@ from harness.runtime import executor, faults
 
 NDEV = len(jax.devices())
 DEADLINE = 0.2  # seconds: short, since every case waits it out once
+#: a fake executable does not care how many devices the cell has: the matrix runs these in cpu-8
+CELL_INDEPENDENT = pytest.mark.cell_independent
 
 
 @pytest.fixture
@@ -80,6 +82,7 @@ WAITS: dict[str, Callable[[xr.Tensor, Path], object]] = {
 }
 
 
+@CELL_INDEPENDENT
 @pytest.mark.parametrize("stuck", ["dispatch", "completion"])
 @pytest.mark.parametrize("wait", list(WAITS))
 def test_a_never_completing_execution_ends_in_the_runtimes_error(
@@ -97,6 +100,7 @@ def test_a_never_completing_execution_ends_in_the_runtimes_error(
     assert f"in {where}" in message, f"the executor thread's stack is not shown: {message}"
 
 
+@CELL_INDEPENDENT
 @pytest.mark.parametrize("stuck", ["dispatch", "completion"])
 def test_after_a_given_up_execution_the_runtime_works_on(
     stuck: str, release: threading.Event, monkeypatch: pytest.MonkeyPatch
@@ -117,6 +121,7 @@ def test_after_a_given_up_execution_the_runtime_works_on(
     xr.wait_device_ops()
 
 
+@CELL_INDEPENDENT
 def test_the_deadline_is_configurable_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     from harness.runtime import config
 
@@ -127,6 +132,7 @@ def test_the_deadline_is_configurable_from_the_environment(monkeypatch: pytest.M
     assert executor.wait_timeout() is None  # 0: unbounded, as asked
 
 
+@CELL_INDEPENDENT
 def test_a_failed_execution_fails_every_value_it_owes(monkeypatch: pytest.MonkeyPatch) -> None:
     """A failure found while waiting for the device (after the outputs were handed out) fails
     every output, not only those still placeholders: their buffers hold nothing valid."""
@@ -172,6 +178,7 @@ def test_an_input_missing_a_per_device_buffer_is_refused_before_dispatch(assembl
     assert np.array_equal(y.numpy(), np.full(3, 2.0)), "the runtime did not recover"
 
 
+@CELL_INDEPENDENT
 def test_a_donation_jax_leaves_alive_is_deleted_by_the_runtime(monkeypatch: pytest.MonkeyPatch) -> None:
     """JAX reports a donation XLA declined with a warning and, on some releases, leaves the
     array alive; the runtime's promise is that a donated buffer is gone, on every release. A
@@ -201,6 +208,7 @@ def _plan_of_step(w: xr.Tensor) -> executor._Plan:
     return plan
 
 
+@CELL_INDEPENDENT
 def test_a_per_test_limit_puts_the_runtimes_deadline_inside_it(monkeypatch: pytest.MonkeyPatch) -> None:
     from harness import plugin
     from harness.runtime import config
