@@ -19,6 +19,7 @@ from pathlib import Path
 
 import jax
 import pytest
+from synthetic import synthetic_scenario
 
 import harness.runtime as xr
 from harness.cli import main
@@ -30,7 +31,6 @@ from harness.scenarios.base import (
     InvariantViolation,
     Needs,
     Scenario,
-    Signature,
     current_backend,
     trials_for,
 )
@@ -101,17 +101,8 @@ def _scenario(
             seen.append(f"cpu-mechanism on {ctx.backend}")
         _caught(ctx)
 
-    return Scenario(
-        id="synthetic",
-        title="synthetic",
-        upstream=("example/repo#1",),
-        component="none",
-        trigger="none",
-        fault=xr.faults.UNHASHABLE_SPEC,
-        signatures=(Signature("invariant", InvariantViolation, r"^broken"),),
-        variants={"anywhere": anywhere, "cpu-mechanism": cpu_mechanism},
-        needs=needs,
-        variant_needs=variant_needs or {},
+    return synthetic_scenario(
+        {"anywhere": anywhere, "cpu-mechanism": cpu_mechanism}, needs=needs, variant_needs=variant_needs or {}
     )
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 
 import pytest
+from synthetic import synthetic_scenario
 
 import harness.runtime as xr
 import harness.sched as sched
@@ -13,16 +14,7 @@ from harness.scenarios.base import Context, InvariantViolation, Needs, Scenario,
 
 
 def _scenario(variant) -> Scenario:
-    return Scenario(
-        id="synthetic",
-        title="synthetic",
-        upstream=("example/repo#1",),
-        component="none",
-        trigger="none",
-        fault=xr.faults.UNHASHABLE_SPEC,
-        signatures=(Signature("invariant", InvariantViolation, r"^broken"),),
-        variants={"only": variant},
-    )
+    return synthetic_scenario({"only": variant})
 
 
 def passes(ctx: Context) -> None:

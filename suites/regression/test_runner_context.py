@@ -7,26 +7,18 @@ import subprocess
 
 import numpy as np
 import pytest
+from synthetic import synthetic_scenario
 
 import harness.runtime as xr
 from harness.cli import main
 from harness.scenarios import child, commands, runner
-from harness.scenarios.base import Context, InvariantViolation, Needs, Scenario, Signature
+from harness.scenarios.base import Context, InvariantViolation, Needs, Scenario
 
 FAULT = xr.faults.UNHASHABLE_SPEC
 
 
 def _scenario(**variants) -> Scenario:  # noqa: ANN003
-    return Scenario(
-        id="synthetic",
-        title="synthetic",
-        upstream=("example/repo#1",),
-        component="none",
-        trigger="none",
-        fault=FAULT,
-        signatures=(Signature("invariant", InvariantViolation, r"^broken"),),
-        variants=variants,
-    )
+    return synthetic_scenario(variants, fault=FAULT)
 
 
 @pytest.fixture
