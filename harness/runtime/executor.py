@@ -845,7 +845,8 @@ class _Worker:
             try:
                 job()
             finally:
-                self._running = None
+                if self._running is job.ticket:  # a given-up thread that returns late clears nothing
+                    self._running = None
                 done.set()
             # the finished execution's inputs and outputs must not live on in this frame while
             # it waits for the next one (a value nothing else holds would stay on the device)
