@@ -8,6 +8,9 @@ cd "$(dirname "$0")/.."
 source ci/setup.sh
 
 .venv/bin/ruff check .
+# the workflow as a security reviewer reads it (offline: no network lookups), and dependabot's file
+.venv/bin/zizmor --offline .github/workflows/
+.venv/bin/check-jsonschema --builtin-schema vendor.dependabot .github/dependabot.yml
 # pytest's exit 5 (no tests collected) fails the job like any other non-zero code.
 .venv/bin/python -m pytest suites -q -p xdist -n 2 "$@"
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
@@ -14,6 +15,7 @@ from harness.matrix.config import load_matrix
 
 ROOT = Path(__file__).parents[3]
 WORKFLOW = ROOT / ".github/workflows/ci.yml"
+WORKFLOW_TEXT = WORKFLOW.read_text()
 # the workflow runs one job per CPU cell of the matrix, in the matrix's order
 CPU_CELLS = [c.name for c in load_matrix(ROOT / "ci/matrix.toml").cells.values() if c.backend == "cpu"]
 
@@ -54,7 +56,39 @@ def test_schema_check_rejects_a_broken_workflow(tmp_path: Path) -> None:
 
 
 def steps_using(job: dict, action: str) -> list[dict]:
-    return [s for s in job["steps"] if str(s.get("uses", "")).startswith(action)]
+    """The job's steps that use ``action`` (``owner/name@major``), whatever commit pins it."""
+    name, _, major = action.partition("@")
+    return [s for s in job["steps"] if str(s.get("uses", "")).split("@")[0] == name and _pins(s, major)]
+
+
+#: every ``uses:`` of the workflow, as written: the pinned commit and the version comment
+USES = re.compile(r"uses:\s*(?P<action>[\w./-]+)@(?P<ref>\S+)(?:\s*#\s*(?P<version>v[\w.]+))?")
+
+
+def _pins(step: dict, major: str) -> bool:
+    """Whether a step's pin is of ``major`` (v4): the version comment on its line says so."""
+    if not major:
+        return True
+    line = next((m for m in USES.finditer(WORKFLOW_TEXT) if m.group("ref") == str(step["uses"]).split("@")[1]), None)
+    return line is not None and (line.group("version") or "").split(".")[0] == major
+
+
+def test_every_action_is_pinned_to_a_commit_with_its_version() -> None:
+    """A tag can be moved to other code; a commit cannot. The comment keeps the version readable
+    (and is what dependabot updates alongside the commit)."""
+    found = list(USES.finditer(WORKFLOW_TEXT))
+    assert found, "no uses: in the workflow"
+    for m in found:
+        assert re.fullmatch(r"[0-9a-f]{40}", m.group("ref")), f"{m.group(0)}: pin the action to a full commit SHA"
+        assert m.group("version"), f"{m.group(0)}: add the release it is, as a comment (# v4.4.0)"
+
+
+def test_every_checkout_drops_its_credentials_and_every_job_reads_only(workflow: dict) -> None:
+    assert workflow.get("permissions") == {}, "the workflow's default permissions must be none: permissions: {}"
+    for name, job in workflow["jobs"].items():
+        assert job.get("permissions") == {"contents": "read"}, f"job {name}: permissions: contents: read"
+        for step in steps_using(job, "actions/checkout"):
+            assert step.get("with", {}).get("persist-credentials") is False, f"job {name}: persist-credentials: false"
 
 
 def test_lint_and_test_job_runs_ci_test(workflow: dict) -> None:
