@@ -181,9 +181,18 @@ def _interim(attempt: Attempt, passed_finally: bool) -> xunit2.InterimResult:
     return result
 
 
-def record_to_case(record: TestRecord) -> Case:
-    """One ``<testcase>`` for all attempts at one test (see the module docstring for the layout)."""
-    case = Case(record.name, record.classname, round(record.duration, 3))
+def cell_title(record: TestRecord) -> str:
+    """The name a merged report gives a test: its cell, then its node id (``cpu-8:
+    suites/x.py::test_y``), which is what JUnit readers print as the test's title (GitHub
+    annotations, EnricoMi's and mikepenz's actions), so a failure says where it failed, and a test
+    that fails in several cells is one row per cell."""
+    return f"{record.cell}: {record.nodeid}"
+
+
+def record_to_case(record: TestRecord, title: str | None = None) -> Case:
+    """One ``<testcase>`` for all attempts at one test (see the module docstring for the layout);
+    ``title`` replaces its name (the node id then travels as a property)."""
+    case = Case(title or record.name, record.classname, round(record.duration, 3))
     case.file = record.file or _nodeid_path(record)
     if record.line is not None:
         case.line = str(record.line)
@@ -191,7 +200,7 @@ def record_to_case(record: TestRecord) -> Case:
         if key not in (PROP_ATTEMPTS, PROP_DURATIONS, PROP_NODEID):
             case.add_property(xml_text(str(key), 256), xml_text(str(value), MAX_MESSAGE_CHARS))
     case.add_property(PROP_ATTEMPTS, str(len(record.attempts)))
-    if _nodeid(record.classname, record.name, case.file) != record.nodeid:
+    if _nodeid(record.classname, case.name, case.file) != record.nodeid:
         case.add_property(PROP_NODEID, xml_text(record.nodeid, MAX_MESSAGE_CHARS))
     if len(record.attempts) > 1:
         case.add_property(PROP_DURATIONS, ",".join(f"{a.duration:.3f}" for a in record.attempts))
@@ -224,12 +233,13 @@ def record_to_case(record: TestRecord) -> Case:
     return case
 
 
-def build_suite(cell: str, records: list[TestRecord]) -> Suite:
-    """The ``<testsuite>`` of one cell, statistics computed."""
+def build_suite(cell: str, records: list[TestRecord], titled: bool = False) -> Suite:
+    """The ``<testsuite>`` of one cell, statistics computed; ``titled``: each test named by
+    ``cell_title`` (the merged report, read where the cells are side by side)."""
     suite = Suite(cell)
     suite.timestamp = datetime.now(UTC).isoformat(timespec="seconds")
     suite.hostname = socket.gethostname()
-    suite.add_testcases([record_to_case(r) for r in records])
+    suite.add_testcases([record_to_case(r, cell_title(r) if titled else None) for r in records])
     return suite
 
 

@@ -95,7 +95,7 @@ def build_report(records: Sequence[TestRecord]) -> Report:
         by_cell.setdefault(record.cell, []).append(record)
     report = Report()
     for cell in sorted(by_cell):
-        report.add_testsuite(build_suite(cell, by_cell[cell]))
+        report.add_testsuite(build_suite(cell, by_cell[cell], titled=True))
     report.update_statistics()
     return report
 

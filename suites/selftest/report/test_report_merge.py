@@ -66,8 +66,24 @@ def test_last_wins_and_flakiness_is_kept(tmp_path: Path) -> None:
     assert got[("cpu-4", "t.py::test_skipped_later")].classification == SKIPPED
     cases = {c.name: c for s in xunit2.JUnitXml.fromfile(str(out)) for c in s}
     assert len(cases) == 3 == len(list(next(iter(xunit2.JUnitXml.fromfile(str(out))))))
-    assert cases["test_fixed_later"].is_passed
-    assert [f.message for f in cases["test_fixed_later"].flaky_failures()] == ["boom"]
+    assert cases["cpu-4: t.py::test_fixed_later"].is_passed
+    assert [f.message for f in cases["cpu-4: t.py::test_fixed_later"].flaky_failures()] == ["boom"]
+
+
+def test_a_failure_is_titled_by_its_cell_one_row_per_cell(tmp_path: Path) -> None:
+    """What JUnit readers print as a test's title (junitparser's name, which EnricoMi's and
+    mikepenz's actions and GitHub's annotations show) names the cell; a merge of a merged report
+    keeps the titles as they are."""
+    a = write(tmp_path / "a.xml", "cpu-1", one("suites/t.py::test_x", "cpu-1", FAILED))
+    b = write(tmp_path / "b.xml", "cpu-8", one("suites/t.py::test_x", "cpu-8", FAILED))
+    out = tmp_path / "m.xml"
+    main(["report", "merge", str(a), str(b), "--out", str(out)])
+    failing = sorted(c.name for s in xunit2.JUnitXml.fromfile(str(out)) for c in s if not c.is_passed)
+    assert failing == ["cpu-1: suites/t.py::test_x", "cpu-8: suites/t.py::test_x"]
+    again = tmp_path / "again.xml"
+    main(["report", "merge", str(out), "--out", str(again)])
+    assert sorted(c.name for s in xunit2.JUnitXml.fromfile(str(again)) for c in s) == failing
+    assert set(by_key(again)) == {("cpu-1", "suites/t.py::test_x"), ("cpu-8", "suites/t.py::test_x")}
 
 
 def test_same_test_in_other_cell_is_a_different_test(tmp_path: Path) -> None:
