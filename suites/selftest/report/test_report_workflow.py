@@ -101,7 +101,10 @@ def test_one_job_per_cpu_cell_each_uploading_its_own_artifact(workflow: dict) ->
     assert job["strategy"]["fail-fast"] is False
     assert CPU_CELLS, "ci/matrix.toml names no CPU cell"
     assert job["strategy"]["matrix"]["cell"] == CPU_CELLS
-    assert any('ci/cell.sh "${{ matrix.cell }}"' in s.get("run", "") for s in job["steps"])
+    assert any(
+        'ci/cell.sh "$CELL"' in s.get("run", "") and s.get("env", {}).get("CELL") == "${{ matrix.cell }}"
+        for s in job["steps"]
+    )
     uploads = {u["with"]["name"]: u for u in steps_using(job, "actions/upload-artifact@v4")}
     assert set(uploads) == {"junit-${{ matrix.cell }}", "logs-${{ matrix.cell }}"}
     assert uploads["junit-${{ matrix.cell }}"]["if"] == "always()"
