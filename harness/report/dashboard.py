@@ -84,6 +84,12 @@ def _totals(total: Tally) -> str:
     return f'<p class="totals" id="totals">{"".join(spans)}</p>'
 
 
+def _tally_cell(tally: Tally, where: str, body: str) -> str:
+    """One heatmap cell: coloured by the tally's status, its breakdown on hover."""
+    title = escape(f"{where}: {tally.breakdown()}", quote=True)
+    return f'<td class="hm {tally.status}" style="{_style(tally.status)}" title="{title}">{body}</td>'
+
+
 def _heatmap(grid: Grid, anchors: dict[tuple[str, str], str]) -> str:
     if not grid.cols:
         return "<p>No test results.</p>"
@@ -97,11 +103,7 @@ def _heatmap(grid: Grid, anchors: dict[tuple[str, str], str]) -> str:
             anchor = anchors.get((row, col))
             if anchor:
                 label = f'<a href="#{anchor}">{label}</a>'
-            title = escape(f"{row} on {col}: {tally.breakdown()}", quote=True)
-            cells.append(
-                f'<td class="hm {tally.status}" style="{_style(tally.status)}" '
-                f'title="{title}">{label}</td>'
-            )
+            cells.append(_tally_cell(tally, f"{row} on {col}", label))
         rows.append(f"<tr><th>{escape(row)}</th>{''.join(cells)}</tr>")
     totals = []
     for col in grid.cols:
@@ -295,9 +297,8 @@ def _release_checks(records: Sequence[TestRecord], anchors: dict[tuple[str, str]
         tds = []
         for release in found.releases:
             tally = found.tallies.get((check, release)) or Tally()
-            title = escape(f"{check} on {release}: {tally.breakdown()}", quote=True)
-            tds.append(f'<td class="hm {tally.status}" style="{_style(tally.status)}" '
-                       f'title="{title}">{escape(tally.label)}<br>{escape(tally.breakdown())}</td>')
+            text = f"{escape(tally.label)}<br>{escape(tally.breakdown())}"
+            tds.append(_tally_cell(tally, f"{check} on {release}", text))
         body.append(f"<tr><th>{escape(check)}</th>{''.join(tds)}</tr>")
     lists = []
     for release in found.releases:
