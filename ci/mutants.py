@@ -16,11 +16,13 @@ Results per mutant:
   the run did not import ``harness`` from its own copy.
 
 The unmutated baseline runs first: a mutant can only be judged against suites that pass. Exit
-0 when every mutant was killed, 1 when any survived or is stale, timed out or errored, 2 for
-usage errors and a failing baseline.
+0 when every mutant was killed, 1 when any survived or is stale, timed out or errored (they are
+named on the last line), 2 for usage errors and a failing baseline. ``--junit`` writes one test
+case per mutant (failed when it survived), which ``xharness report html`` turns into the
+dashboard's kill table.
 
     .venv/bin/python ci/mutants.py [--only NAME...] [--suites PATH...] [--jobs N] [--timeout S]
-                                   [--json FILE]
+                                   [--json FILE] [--junit FILE]
 """
 
 from __future__ import annotations
@@ -379,6 +381,15 @@ def write_json(path: Path, payload: dict) -> None:
     os.replace(tmp, path)
 
 
+def write_junit(path: Path, outcomes: list[Outcome]) -> None:
+    """The kill table as a JUnit file of the cell ``mutants`` (``harness.report.kills``)."""
+    from harness.report.junit import write_report
+    from harness.report.kills import mutant_record
+    from harness.report.merge import build_report
+
+    write_report(build_report([mutant_record(asdict(o)) for o in outcomes]), path)
+
+
 def resolve_suites(given: list[str] | None) -> tuple[list[str], list[str]]:
     """The suite paths to run and the defaults skipped because they do not exist (yet)."""
     if given:
@@ -412,6 +423,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--timeout", type=float, help="seconds per mutant (default: 3x the baseline, at least 120)"
     )
     parser.add_argument("--json", type=Path, metavar="FILE", help="also write the results as JSON")
+    parser.add_argument(
+        "--junit",
+        type=Path,
+        metavar="FILE",
+        help="also write the results as JUnit (one test case per mutant, failed when it survived), "
+        "for `xharness report html`",
+    )
     parser.add_argument("--mutants-dir", type=Path, default=MUTANTS_DIR, help=argparse.SUPPRESS)
     try:
         args = parser.parse_args(argv)
@@ -515,7 +533,15 @@ def main(argv: list[str] | None = None) -> int:
                 "mutants": [asdict(o) for o in outcomes],
             },
         )
-    return EXIT_ALL_KILLED if counts["killed"] == len(outcomes) else EXIT_HOLES
+    if args.junit:
+        write_junit(args.junit, outcomes)
+    holes = [o for o in outcomes if o.result != "killed"]
+    if holes:
+        print(
+            "\nnot killed: " + ", ".join(f"{o.mutant} ({o.result})" for o in holes),
+            file=sys.stderr,
+        )
+    return EXIT_ALL_KILLED if not holes else EXIT_HOLES
 
 
 if __name__ == "__main__":

@@ -30,6 +30,7 @@ from harness.report.heatmap import (
     stack_of,
 )
 from harness.report.history import RunPoint
+from harness.report.kills import render_kill_table
 from harness.report.records import ERROR, FAILED, FLAKY, PASSED, SKIPPED, TestRecord
 
 #: a run this large still renders; the rest is in the JUnit file
@@ -425,6 +426,7 @@ def render_dashboard(
         f"{_heatmap(grid, anchors)}"
         f"{_releases(records)}"
         f"{_release_checks(records, by_test)}"
+        f"{render_kill_table(records, COLORS)}"
         "<h2>Trend</h2>"
         f"{_trend(history)}"
         f'<h2 id="problems">Failures and flaky tests ({len(shown)})</h2>'
