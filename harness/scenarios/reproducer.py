@@ -12,10 +12,15 @@ import signal
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from harness.adapters.base import Unsupported
 from harness.scenarios.base import Signature
 
 #: the runtime a reproducer is for unless it says otherwise
 RUNTIME = "torch_xla"
+
+
+class MachineLacks(Unsupported):
+    """This machine cannot host the trigger (hardware); never held against the release."""
 
 
 @dataclass(frozen=True)

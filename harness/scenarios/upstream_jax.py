@@ -16,7 +16,7 @@ from __future__ import annotations
 import signal
 
 from harness.scenarios.base import InvariantViolation, Signature
-from harness.scenarios.reproducer import CrashSignature, Reproducer
+from harness.scenarios.reproducer import CrashSignature, MachineLacks, Reproducer
 
 
 class HostAliased(InvariantViolation):
@@ -42,8 +42,6 @@ def _device(platform: str, what: str) -> object:
 
 def _machine_lacks(message: str) -> Exception:
     """This machine lacks what the variant needs (a skip that is never held against a release)."""
-    from harness.scenarios.upstream_torch_xla import MachineLacks
-
     return MachineLacks(message)
 
 

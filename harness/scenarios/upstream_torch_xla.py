@@ -32,7 +32,7 @@ from typing import Any
 
 from harness.adapters.base import Unsupported
 from harness.scenarios.base import InvariantViolation, Signature
-from harness.scenarios.reproducer import RUNTIME, CrashSignature, Reproducer
+from harness.scenarios.reproducer import RUNTIME, CrashSignature, MachineLacks, Reproducer
 
 RESULT_MARKER = "XHARNESS-UPSTREAM-RESULT"
 REPRODUCED, PASSED, FAILED, SKIPPED = "reproduced", "passed", "failed", "skipped"
@@ -42,10 +42,6 @@ STDERR_TAIL = 60
 #: how many times a race's trigger is tried before the race counts as not happening
 RACE_ATTEMPTS = 8
 DEFAULT_TIMEOUT = 300.0
-
-
-class MachineLacks(Unsupported):
-    """This machine cannot host the trigger (hardware); never held against the release."""
 
 
 class StaleValue(InvariantViolation):
