@@ -23,9 +23,14 @@ mkdir -p "$out/junit"
 print(f"jax {jax.__version__}")
 print(f"jaxlib {jaxlib.__version__}")' | tee "$out/versions.txt"
 
+# pytest writes its JUnit file in place: it goes to a hidden name the merge does not read and is
+# renamed when pytest is done, so a job killed mid-write leaves no half file under junit/
 status=0
 .venv/bin/python -m pytest suites -q -p xdist -n 2 --xharness-timeout 900 \
-  -o junit_suite_name=jax-upstream --junitxml="$out/junit/jax-upstream.xml" "$@" || status=$?
+  -o junit_suite_name=jax-upstream --junitxml="$out/junit/.jax-upstream.xml.tmp" "$@" || status=$?
+if [ -f "$out/junit/.jax-upstream.xml.tmp" ]; then
+  mv "$out/junit/.jax-upstream.xml.tmp" "$out/junit/jax-upstream.xml"
+fi
 
 if [ -f "$out/junit/jax-upstream.xml" ]; then
   .venv/bin/xharness report merge "$out/junit" --out "$out/junit.xml"
