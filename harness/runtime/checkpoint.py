@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from harness.files import atomic_writer
-from harness.runtime import executor, faults, functional, step
+from harness.runtime import executor, faults, functional, seams, step
 from harness.runtime.errors import CheckpointError
 from harness.runtime.tensor import Tensor, tensor
 
@@ -119,6 +119,7 @@ def save(obj: Any, path: str | os.PathLike[str]) -> None:
     digest = hashlib.sha256()
     with atomic_writer(path) as f:
         for chunk in (MAGIC, struct.pack("<Q", len(header)), header, *(a.tobytes() for a in arrays)):
+            seams.reach("write")
             f.write(chunk)
             digest.update(chunk)
         f.write(digest.digest())

@@ -45,7 +45,7 @@ import numpy as np
 from jax.sharding import NamedSharding, PartitionSpec
 
 from harness import sched
-from harness.runtime import config, faults, ir, recompiles, topology
+from harness.runtime import config, faults, ir, recompiles, seams, topology
 from harness.runtime.errors import (
     DonatedBufferError,
     ExecutionTimeoutError,
@@ -494,6 +494,7 @@ def _compile(
     device_order: tuple,
     precision: str | None = None,
 ) -> Executable:
+    seams.reach("lower")
     fn = ir.lower(_constraints_in_order(graph.program, device_order), roots, precision)
     # Replicated data lives on a 1-d mesh of its own; when it meets data split over a user mesh of
     # another shape, JAX can name the layout of an output it chose itself on the wrong mesh and
@@ -513,6 +514,7 @@ def _compile(
         donate_argnums=tuple(position[i] for i in donate),
     )
     structs = [jax.ShapeDtypeStruct(graph.inputs[i].aval.shape, graph.inputs[i].aval.dtype) for i in order]
+    seams.reach("compile")
     compiled = jitted.lower(*structs).compile()
     metrics.compiles += 1
     donated = tuple(sorted(position[i] for i in donate))
@@ -523,7 +525,6 @@ def _compile(
 def _plan(walk: _Walk, out_shardings: Sequence[Any], donate_idx: tuple[int, ...], precision: str | None = None) -> _Plan:
     """Derive a step's plan from its walk, compiling its executable (a cache miss)."""
     graph = walk.graph()
-    recompiles.note(graph.program, graph.root_positions, out_shardings, donate_idx)
     # distinct roots only: the same value requested twice is computed and returned once
     unique: list[int] = []
     where: list[int] = []
@@ -539,6 +540,9 @@ def _plan(walk: _Walk, out_shardings: Sequence[Any], donate_idx: tuple[int, ...]
     in_shardings = tuple(_in_order(d.sharding, order) for d in graph.inputs)
     compiled_out = tuple(s if s is None or _order(s) == order else None for s in shardings)
     exe = _compile(graph, tuple(unique), compiled_out, donate_idx, in_shardings, order, precision)
+    # noted once compiled: a program whose lowering or compile failed was never compiled, and
+    # noted, the retry that compiles it would be explained as "the same program as a recent one"
+    recompiles.note(graph.program, graph.root_positions, out_shardings, donate_idx)
     avals = tuple(walk.nodes[pos].aval for pos in unique)
     # a requested layout is kept as the very object asked for; XLA's choice is canonicalized
     result_shardings = tuple(
@@ -1031,6 +1035,7 @@ class _Execution:
         if exe.donated:
             self.donated += [args[p] for p in exe.donated if self.moved_in[p] is not None]
         sched.point("executor.launch")
+        seams.reach("execute")
         if self.delay and not sched.is_controlled():  # under control, the scheduler decides
             time.sleep(self.delay)
         results = exe.compiled(*args)

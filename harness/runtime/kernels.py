@@ -22,7 +22,7 @@ import jax
 import numpy as np
 
 from harness import sched
-from harness.runtime import faults, ir, topology
+from harness.runtime import faults, ir, seams, topology
 from harness.runtime.tensor import Tensor
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -131,6 +131,7 @@ def trace_kernel(kernel: Callable[..., Any], *inputs: Tensor) -> Tensor:
     topology.start_secondary_backend()
     key = (kernel, structs)
     if key not in _lowered:
+        seams.reach("kernel")
         _lowered[key] = jax.jit(kernel).trace(*structs).lower()  # the lowering the custom call would embed
     node = ir.Node("kernel", tuple(t._operand() for t in inputs), (kernel,))
     return Tensor._from_node(node, any(t.requires_grad for t in inputs))

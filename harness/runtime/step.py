@@ -95,9 +95,46 @@ def _sync(tensors: Iterable[Tensor] | None, wait: bool, donate: bool | None) -> 
     if donate:
         held = {id(s.node.data) for s in live if not s.pending}
         candidates = [s.base_data for s in storages if s.base_data is not None and id(s.base_data) not in held]
+        if candidates:
+            kept = _read_by_origins(storages, candidates)
+            candidates = [c for c in candidates if id(c) not in kept]
     outputs = executor.execute([s.node for s in storages], [s.sharding for s in storages], candidates, wait)
     for storage, data in zip(storages, outputs, strict=True):
         storage.materialize(data)
+
+
+def _read_by_origins(storages: list[Storage], candidates: list[executor.DeviceData]) -> set[int]:
+    """The candidates a value computed from parameters in this sync reads: its IR stays on as
+    the origin its gradient is taken through later (``Storage.materialize``), so those buffers
+    must outlive the step. (``x.mul_(2); h = x @ w.T; mark_step(); h.sum().backward()``: the
+    step replaced ``x``'s buffer, and ``h``'s origin still computes ``x * 2`` from it.)
+
+    A parameter's value that an update has since replaced (the loss of a step whose optimizer
+    update is in the same sync) is not followed: a gradient through it is invalid anyway, as
+    torch's version counters say, and following it would keep every parameter's old buffer of
+    an ordinary training loop alive."""
+    wanted = {id(c) for c in candidates}
+    found: set[int] = set()
+    seen: set[int] = set()
+    # (node, whether it is part of a parameter's current value: what that value is computed from)
+    stack: list[tuple[ir.Node, bool]] = [(s.node, False) for s in storages if s.grad_dep]
+    while stack:
+        node, inside = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        leaf = node.leaf() if node.leaf is not None else None
+        if leaf is not None:
+            if leaf.node is node:
+                inside = True
+            elif not inside:  # superseded by an update
+                continue
+        if node.data is not None:
+            if id(node.data) in wanted:
+                found.add(id(node.data))
+            continue
+        stack.extend((o, inside) for o in node.operands)
+    return found
 
 
 def mark_step(wait: bool = False) -> None:

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import jax
 
 from harness import sched
-from harness.runtime import config
+from harness.runtime import config, seams
 from harness.runtime.errors import DuplicateDiscoveryError
 
 SKIP_DISCOVERY_FLAG = "HARNESS_SKIP_SLICE_DISCOVERY"
@@ -76,8 +76,8 @@ def _slices(devices: list[jax.Device], process_count: int) -> tuple[int, ...]:
 
 def _run_discovery() -> Topology:
     global _runs, _topology
-    _runs += 1
-    if _runs > 1 and _topology is not None and _topology.num_slices > 1:
+    if _runs > 0 and _topology is not None and _topology.num_slices > 1:
+        _runs += 1  # a second discovery did start: counted, and refused
         raise DuplicateDiscoveryError(
             f"slice topology discovery ran {_runs} times in one process "
             f"({_topology.num_slices} slices): a second discovery client was started "
@@ -86,6 +86,7 @@ def _run_discovery() -> Topology:
     turns = sys.modules.get("harness.matrix.multiproc")
     if turns is not None:  # one rank of a multi-process launch: the first discovery takes turns
         turns.take_turn("discovery")
+    seams.reach("discover")
     devices = sorted(jax.devices(), key=lambda d: (d.process_index, d.id))
     topo = Topology(
         platform=devices[0].platform,
@@ -94,6 +95,10 @@ def _run_discovery() -> Topology:
         process_count=jax.process_count(),
         slice_of=_slices(devices, jax.process_count()),
     )
+    # counted once it found the topology, not on entry: a discovery that failed midway (the
+    # client did not start, the slices do not divide the devices) found nothing, and the retry
+    # after it is the first discovery, not a duplicate one
+    _runs += 1
     if _topology is None:
         _topology = topo
     return _topology
