@@ -27,6 +27,7 @@ _COMMAND_MODULES = (
     "harness.report.commands",  # report merge, report html
     "harness.bench",  # bench
     "harness.adapters.releases",  # releases
+    "harness.adapters.bisect_command",  # bisect
     "harness.teeth.commands",  # teeth
 )
 

@@ -34,6 +34,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion, Version
+
 from harness.report.files import write_atomic
 
 ENV_DIR_VARIABLE = "XHARNESS_ENV_DIR"
@@ -44,9 +48,26 @@ STAMP = "xharness-env.json"
 EXTRA = "test"
 PIP_TAIL_LINES = 25
 
+
+
+def torch_for(release: str) -> str:
+    """The ``torch`` a torch_xla release goes with: torch_xla X.Y.Z is built against torch X.Y,
+    and torch has no patch release for every torch_xla one (torch_xla 2.8.1 and 2.6.1 pair with
+    torch 2.8.0 and 2.6.0; there is no torch 2.8.1), so an exact pin makes those uninstallable.
+    The newest torch of the same minor that is not newer than the release: where torch has the
+    same version (2.5.1, 2.9.0) that is the one, as the exact pin was, and never a later torch
+    patch (2.9.1) that the release was not built with."""
+    try:
+        version = Version(release)
+    except InvalidVersion:
+        raise ReleaseInstallError("torch_xla", release, "not a release version") from None
+    major, minor, patch = (*version.release, 0, 0)[:3]
+    return f"torch>={major}.{minor},<={major}.{minor}.{patch}"
+
+
 #: what ``pip install`` gets for a release of each runtime that lives in its own environment
 RELEASE_REQUIREMENTS: dict[str, Callable[[str], list[str]]] = {
-    "torch_xla": lambda release: [f"torch=={release}", f"torch-xla=={release}"],
+    "torch_xla": lambda release: [torch_for(release), f"torch-xla=={release}"],
     # jaxlib is pinned too: jax accepts a range of jaxlibs, and the release is the pair
     "jax": lambda release: [f"jax=={release}", f"jaxlib=={release}"],
 }
@@ -69,10 +90,12 @@ class ReleaseEnv:
     path: Path
     built: bool  # False when an existing environment was reused
     seconds: float  # spent building (or checking, when reused)
+    #: the interpreter, where it is not the venv's ``bin/python`` (the one running the harness)
+    interpreter: Path | None = None
 
     @property
     def python(self) -> Path:
-        return self.path / "bin" / "python"
+        return self.interpreter or self.path / "bin" / "python"
 
     def stamp(self) -> dict[str, object]:
         return json.loads((self.path / STAMP).read_text(encoding="utf-8"))
@@ -129,6 +152,11 @@ def extra_pip_args() -> list[str]:
     return os.environ.get(PIP_ARGS_VARIABLE, "").split()
 
 
+def pip_environment() -> dict[str, str]:
+    """The environment every pip run gets: never a prompt (a build or a listing must not hang)."""
+    return {**os.environ, "PIP_NO_INPUT": "1"}
+
+
 @contextmanager
 def _locked(path: Path) -> Iterator[None]:
     """An exclusive ``flock`` on ``path``: released by the kernel if the holder dies."""
@@ -144,7 +172,7 @@ def _run(cmd: Sequence[str], runtime: str, release: str, what: str, log: Path) -
     """Run one build step; its whole output goes to ``log``, a failure raises naming the release."""
     try:
         proc = subprocess.run(
-            list(cmd), capture_output=True, text=True, env={**os.environ, "PIP_NO_INPUT": "1"}
+            list(cmd), capture_output=True, text=True, env=pip_environment()
         )
     except OSError as exc:
         raise ReleaseInstallError(runtime, release, f"{what}: {exc}") from None
@@ -167,6 +195,48 @@ def _complete(path: Path) -> dict[str, object] | None:
     except (OSError, ValueError):
         return None
     return data if isinstance(data, dict) else None
+
+
+def satisfies(stamp: dict[str, object], wanted: Sequence[str]) -> bool:
+    """Whether a complete environment holds what ``wanted`` asks for: the same requirements, or
+    every one a version requirement that its pip freeze meets (an environment built when the
+    release's pins were spelled otherwise, ``torch==2.5.1`` for ``torch>=2.5,<=2.5.1``, holds
+    the same release and is reused, not rebuilt). A file requirement (a wheel) is met only by
+    itself: its environment is keyed by the file's hash anyway."""
+    if stamp.get("requirements") == list(wanted):
+        return True
+    freeze = stamp.get("freeze")
+    if not isinstance(freeze, list):
+        return False
+    held: dict[str, str] = {}
+    for line in freeze:
+        name, sep, version = str(line).partition("==")
+        if sep:
+            held[canonicalize_name(name)] = version.strip()
+    for text in wanted:
+        try:
+            requirement = Requirement(text)
+            version = Version(held[canonicalize_name(requirement.name)])
+        except (InvalidRequirement, InvalidVersion, KeyError):
+            return False
+        if requirement.url or not requirement.specifier.contains(version, prereleases=True):
+            return False
+    return True
+
+
+def remove_env(runtime: str, release: str, root: Path | None = None) -> bool:
+    """Delete the environment of ``runtime`` ``release`` under its lock (never half of one that
+    another process is building); False when there was none."""
+    base = root or env_root()
+    name = env_name(runtime, release)
+    path = base / name
+    if not path.exists():
+        return False
+    with _locked(base / f"{name}.lock"):
+        if not path.exists():
+            return False
+        shutil.rmtree(path)
+    return True
 
 
 def ensure_env(
@@ -198,7 +268,7 @@ def ensure_env(
     fingerprint = project_fingerprint(project)
     with _locked(base / f"{name}.lock"):
         stamp = _complete(path)
-        if stamp is not None and stamp.get("requirements") == wanted:
+        if stamp is not None and satisfies(stamp, wanted):
             if stamp.get("project") != fingerprint:  # another checkout or new dependencies
                 say(f"{runtime} {release}: refreshing the harness in {path}")
                 log = path / "xharness-build.log"
@@ -264,6 +334,8 @@ def _write_stamp(
     project: Path,
     log: Path,
 ) -> None:
+    """Commit ``path`` as complete: the stamp (pip freeze and what was asked for), written
+    atomically, last. A process killed while writing it leaves the previous stamp or none."""
     freeze = _run([str(path / "bin/python"), "-m", "pip", "freeze", "--all"], runtime, release,
                   "pip freeze", log)
     stamp = {
@@ -277,6 +349,10 @@ def _write_stamp(
         "freeze": freeze.splitlines(),
     }
     write_atomic(path / STAMP, (json.dumps(stamp, indent=2) + "\n").encode())
+
+
+#: the commit point under its public name, for the crash-consistency checks (harness.crashpoints)
+write_stamp = _write_stamp
 
 
 def find_env(runtime: str, release: str, root: Path | None = None) -> ReleaseEnv | None:

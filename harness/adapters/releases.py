@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.adapters import envs
+from harness.adapters import envs, release_spec
 from harness.adapters.expected import (
     FAILED,
     PASSED,
@@ -42,6 +42,7 @@ from harness.adapters.expected import (
     Verdict,
 )
 from harness.adapters.expected import load as load_table
+from harness.adapters.release_spec import ReleaseSpec, ReleaseSpecError
 from harness.errors import UsageError
 from harness.matrix.config import RELEASED_RUNTIMES, Cell, Matrix
 from harness.matrix.supervisor import CellRun
@@ -193,11 +194,12 @@ def importable_here(module: str = "torch_xla", python: str | None = None) -> boo
     return subprocess.run([python, "-c", probe], capture_output=True).returncode == 0
 
 
-def python_for(runtime: str, release: str | None, progress: Any = None) -> str:
-    """The interpreter that runs ``runtime``: ``release``'s environment (built or reused), or
-    this one when no release is named (then the runtime must be importable here)."""
-    if release:
-        return str(envs.ensure_env(runtime, release, progress=progress).python)
+def python_for(runtime: str, release: ReleaseSpec | None, progress: Any = None) -> str:
+    """The interpreter that runs ``runtime``: ``release``'s environment (built or reused; this
+    one for ``installed``), or this one when no release is named (then the runtime must be
+    importable here)."""
+    if release is not None:
+        return str(release_spec.ensure(release, progress=progress).python)
     if not importable_here(runtime):
         raise RuntimeUnavailable(
             f"{runtime} is not importable by {sys.executable}; name a release (--release "
@@ -232,8 +234,7 @@ def repro(args: argparse.Namespace) -> int:
             f"--release installs a release of {', '.join(RELEASED_RUNTIMES)}; runtime "
             f"{args.runtime} under test is the one this interpreter imports (drop --release)"
         )
-    if args.release and not _looks_like_release(args.release):
-        raise UsageError(_not_a_release(args.runtime, args.release))
+    spec = parse_release(args.runtime, args.release) if args.release else None
     if not upstream.reproducers(args.scenario, args.runtime):
         raise UsageError(f"scenario {args.scenario!r} has no {args.runtime} reproducer")
     try:
@@ -241,7 +242,7 @@ def repro(args: argparse.Namespace) -> int:
     except ExpectedTableError as exc:
         raise UsageError(str(exc)) from None
     try:
-        python = python_for(args.runtime, args.release, progress=_say)
+        python = python_for(args.runtime, spec, progress=_say)
     except envs.ReleaseInstallError as exc:
         print(f"xharness: error: {exc}", file=sys.stderr)
         return EXIT_INSTALL
@@ -250,8 +251,8 @@ def repro(args: argparse.Namespace) -> int:
         return EXIT_UNAVAILABLE
     run = run_scenario(args.scenario, python, table, timeout=args.timeout, runtime=args.runtime)
     replay = f"xharness repro {args.scenario} --runtime {args.runtime}"
-    if args.release:
-        replay += f" --release {args.release}"
+    if spec is not None:
+        replay += f" --release {shlex.quote(spec.text)}"
     if args.json:
         print(json.dumps({**run.to_json(), "python": python, "repro": replay}))
     else:
@@ -441,7 +442,9 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-a
     )
     p.add_argument("runtime", choices=RELEASED_RUNTIMES, help="runtime under test")
     p.add_argument("versions", nargs="+", metavar="VERSION",
-                   help="releases, e.g. 2.5.1 2.9.0 (torch_xla) or 0.10.0 0.10.2 (jax)")
+                   help="releases, e.g. 2.5.1 2.9.0 (torch_xla) or 0.10.0 0.10.2 (jax); a release "
+                   "may also be a wheel file, a directory of wheels (torch_xla with its torch) "
+                   "or 'installed' (this interpreter's own)")
     p.add_argument("--out", type=Path, default=Path("reports"), help="output directory (default: reports)")
     p.add_argument("--timeout", type=float, default=900.0,
                    help="per-scenario time limit in seconds (default 900)")
@@ -453,10 +456,7 @@ def releases_command(args: argparse.Namespace) -> int:
     from harness.matrix.interrupt import sigterm_interrupts
     from harness.report.api import finish_run
 
-    versions = list(dict.fromkeys(args.versions))
-    bad = [v for v in versions if not _looks_like_release(v)]
-    if bad:
-        raise UsageError(_not_a_release(args.runtime, bad[0]))
+    specs = list({s.key: s for s in (parse_release(args.runtime, v) for v in args.versions)}.values())
     if not args.timeout > 0:
         raise UsageError("--timeout must be a positive number of seconds")
     try:
@@ -472,8 +472,8 @@ def releases_command(args: argparse.Namespace) -> int:
     releases: list[dict[str, Any]] = []
     interrupted = False
     with sigterm_interrupts():
-        for version in versions:
-            entry, interrupted = _run_release(args.runtime, version, args.timeout, out)
+        for spec in specs:
+            entry, interrupted = _run_release(args.runtime, spec, args.timeout, out)
             releases.append(entry)
             if interrupted:
                 break
@@ -489,19 +489,22 @@ def releases_command(args: argparse.Namespace) -> int:
     return code
 
 
-def _run_release(runtime: str, version: str, timeout: float, out: Path) -> tuple[dict[str, Any], bool]:
+def _run_release(runtime: str, spec: ReleaseSpec, timeout: float, out: Path) -> tuple[dict[str, Any], bool]:
     """One release: its environment, then each of its checks as a supervised cell. Returns its
-    entry of the report and whether the run was interrupted (Ctrl-C or SIGTERM)."""
+    entry of the report and whether the run was interrupted (Ctrl-C or SIGTERM). A release that
+    is a wheel is the cell ``<runtime>-wheel-<digest>``; one on the index keeps its version."""
     from harness.report.junit import write_cell_xml
 
     junit_dir = out / "junit"
-    checks = release_checks(runtime, version, timeout)
+    checks = release_checks(runtime, spec.key, timeout)
     catalog = checks[0].cell
-    entry: dict[str, Any] = {"release": version, "cell": catalog.name,
+    entry: dict[str, Any] = {"release": spec.label, "cell": catalog.name,
                              "junit": str(junit_dir / f"{catalog.name}.xml")}
+    if spec.kind != release_spec.INDEX:
+        entry["spec"] = spec.text
     t0 = time.monotonic()
     try:
-        env = envs.ensure_env(runtime, version, progress=_say)
+        env = release_spec.ensure(spec, progress=_say)
     except envs.ReleaseInstallError as exc:
         _say(f"error: {exc}")
         records = [install_error_record(catalog, exc)]
@@ -513,7 +516,7 @@ def _run_release(runtime: str, version: str, timeout: float, out: Path) -> tuple
                  env_seconds=round(env.seconds, 1), rows=[], checks=[])
     interrupted = False
     for check in checks:
-        result = _run_check(runtime, version, check, env, out)
+        result = _run_check(runtime, shlex.quote(spec.text), check, env, out)
         write_cell_xml(check.cell.name, result.records, junit_dir / f"{check.cell.name}.xml")
         if check.kind == CATALOG:
             entry.update(rows=_rows(result.records), catalog_seconds=round(result.wall, 1))
@@ -567,18 +570,13 @@ def check_summary(check: ReleaseCheck, records: list[Any], wall: float, junit: P
 CHECK_COUNTS = ("passed", "failed", "error", "skipped", "flaky")
 
 
-def _looks_like_release(version: str) -> bool:
-    from packaging.version import InvalidVersion, Version
-
+def parse_release(runtime: str, text: str) -> ReleaseSpec:
+    """A release as a command names it (``harness.adapters.release_spec``); a usage error
+    when it names nothing usable."""
     try:
-        Version(version)
-    except InvalidVersion:
-        return False
-    return True
-
-
-def _not_a_release(runtime: str, version: str) -> str:
-    return f"not a release version: {version!r} (like {EXAMPLE_RELEASE.get(runtime, '1.0')})"
+        return release_spec.parse(runtime, text)
+    except ReleaseSpecError as exc:
+        raise UsageError(str(exc)) from None
 
 
 def _rows(records: list[Any]) -> list[dict[str, str]]:

@@ -19,6 +19,7 @@ import dataclasses
 import json
 import os
 import queue
+import shlex
 import sys
 import threading
 import time
@@ -69,7 +70,8 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-a
                      "else reference)")
     run.add_argument("--release", default=None,
                      help=f"a release of the runtime under test ({', '.join(RELEASED_RUNTIMES)}), run in its "
-                     "own cached environment")
+                     "own cached environment: a version, a wheel file, a directory of wheels, or "
+                     "'installed' (this interpreter's)")
     run.add_argument("--reruns", type=int, default=0, help="rerun failed tests up to N times (flaky detection)")
     run.add_argument("--timeout", type=float, help="per-test time limit in seconds (default: the cell's)")
     run.add_argument("-j", "--jobs", type=int, default=None, metavar="N",
@@ -139,6 +141,7 @@ def run_command(args: argparse.Namespace) -> int:
             f"--release names a release of a runtime that lives in its own environment: add --runtime "
             f"{' or '.join(RELEASED_RUNTIMES)}"
         )
+    release = _release_text(args.runtime, args.release)
     if args.reruns < 0:
         raise _usage_error("--reruns must be 0 or more")
     if args.timeout is not None and not args.timeout > 0:
@@ -161,9 +164,9 @@ def run_command(args: argparse.Namespace) -> int:
         prefix += f" --matrix {args.matrix}"
     if args.runtime is not None:
         prefix += f" --runtime {args.runtime}"
-    if args.release is not None:
-        prefix += f" --release {args.release}"
-    cells = [_with_runtime(c, args.runtime, args.release) for c in cells]
+    if release is not None:
+        prefix += f" --release {shlex.quote(release)}"
+    cells = [_with_runtime(c, args.runtime, release) for c in cells]
     _check_importable(cells)
     out: Path = args.out
     settings = RunSettings(
@@ -188,6 +191,20 @@ def run_command(args: argparse.Namespace) -> int:
     # groups (they run in their own sessions and would otherwise outlive us) and results are kept
     with sigterm_interrupts():
         return _run_cells(cells, settings, out, junit_dir, jobs, previous, path_times)
+
+
+def _release_text(runtime: str | None, release: str | None) -> str | None:
+    """``--release`` as the cells carry it: a version as given, a wheel or a directory of wheels
+    as its absolute path, ``installed`` (``harness.adapters.release_spec``); a usage error when
+    it names nothing usable."""
+    if release is None or runtime is None:
+        return release
+    from harness.adapters.release_spec import ReleaseSpecError, parse
+
+    try:
+        return parse(runtime, release).text
+    except ReleaseSpecError as exc:
+        raise _usage_error(f"--release: {exc}") from None
 
 
 def _with_runtime(cell: Cell, runtime: str | None, release: str | None) -> Cell:
@@ -230,12 +247,16 @@ def _launch(cell: Cell, settings: RunSettings, progress: CellProgress, shard: st
         if shard:
             run.logs = run.logs / shard
         return run.run(), False
-    from harness.adapters import envs
+    from harness.adapters import envs, release_spec
     from harness.adapters.releases import ReleaseCellRun, install_error_record
 
     try:
         with _ENV_LOCK:  # two cells of one release must not build its environment at once
-            env = envs.ensure_env(name, cell.release, progress=progress.note)
+            try:
+                spec = release_spec.parse(name, cell.release)
+            except release_spec.ReleaseSpecError as exc:  # a wheel removed since the run began
+                raise envs.ReleaseInstallError(name, cell.release, str(exc)) from None
+            env = release_spec.ensure(spec, progress=progress.note)
     except envs.ReleaseInstallError as exc:
         progress.note(f"error: {exc}")
         return CellResult(cell, [install_error_record(cell, exc)]), True

@@ -236,6 +236,11 @@ VERDICT_COLORS = {
 
 #: the ``release-check`` of the catalog's cell; the others (suites, invariants) are test suites
 CATALOG_CHECK = "catalog"
+#: the ``release-check`` of a release an ``xharness bisect`` tried: a scenario judged on a
+#: release, shown in the release x scenario table like the catalog's
+BISECT_CHECK = "bisect"
+#: scenario checks, as opposed to the test suites run in a release's environment
+SCENARIO_CHECKS = (CATALOG_CHECK, BISECT_CHECK)
 
 
 def release_of(record: TestRecord) -> str:
@@ -275,7 +280,7 @@ def release_checks(records: Sequence[TestRecord]) -> ReleaseChecks:
     found = ReleaseChecks()
     for record in records:
         check = release_check_of(record)
-        if not check or check == CATALOG_CHECK:
+        if not check or check in SCENARIO_CHECKS:
             continue
         release = release_of(record)
         found.tallies.setdefault((check, release), Tally()).add(record)
@@ -328,7 +333,7 @@ def _release_checks(records: Sequence[TestRecord], anchors: dict[tuple[str, str]
 def _releases(records: Sequence[TestRecord]) -> str:
     """Release x scenario, expected and actual outcome and the verdict, for the records of runs
     against real runtime releases (they carry ``release`` and ``verdict`` properties)."""
-    judged = [r for r in records if r.properties.get("verdict") and release_check_of(r) == CATALOG_CHECK]
+    judged = [r for r in records if r.properties.get("verdict") and release_check_of(r) in SCENARIO_CHECKS]
     if not judged:
         return ""
     columns: dict[str, None] = {}
@@ -339,7 +344,10 @@ def _releases(records: Sequence[TestRecord]) -> str:
         row = record.properties.get("scenario") or record.name
         columns.setdefault(column)
         rows.setdefault(row)
-        cells[(row, column)] = record
+        held = cells.get((row, column))
+        if held is None or release_check_of(held) != CATALOG_CHECK:  # the catalog's run first
+            cells[(row, column)] = record
+    answers = bisect_answers(records)
     head = "".join(f"<th>{escape(c)}</th>" for c in columns)
     body = []
     for row in rows:
@@ -358,16 +366,61 @@ def _releases(records: Sequence[TestRecord]) -> str:
             tds.append(
                 f'<td class="hm release" style="background:{color};color:{text}" title="{title}">'
                 f"{escape(props.get('expected', '-'))} &rarr; {escape(props.get('actual', '-'))}"
-                f"<br><b>{escape(verdict)}</b></td>"
+                f"<br><b>{escape(verdict)}</b>{_bisect_mark(record)}</td>"
             )
+        if answers:
+            tds.append(_bisect_cell(answers.get(row, [])))
         body.append(f"<tr><th>{escape(row)}</th>{''.join(tds)}</tr>")
+    if answers:
+        head += "<th>bisect</th>"
     return (
         "<h2>Runtimes under test: release x scenario</h2>"
         "<p>Each cell: the outcome the expected-outcomes table names &rarr; the outcome of the "
-        "upstream trigger on that release, and the verdict.</p>"
+        "upstream trigger on that release, and the verdict."
+        + (" A release an <code>xharness bisect</code> tried is marked with its turn in the "
+           "search; the bisect column has each search's answer." if answers else "")
+        + "</p>"
         f'<table class="heatmap" id="releases"><thead><tr><th>scenario \\ release</th>{head}'
         f"</tr></thead><tbody>{''.join(body)}</tbody></table>"
     )
+
+
+def bisect_answers(records: Sequence[TestRecord]) -> dict[str, list[TestRecord]]:
+    """The answer records of ``xharness bisect`` runs (they carry ``bisect-result``), by scenario."""
+    found: dict[str, list[TestRecord]] = {}
+    for record in records:
+        if record.properties.get("bisect-result"):
+            found.setdefault(record.properties.get("scenario") or record.name, []).append(record)
+    return found
+
+
+def _bisect_mark(record: TestRecord) -> str:
+    """Under a release cell a bisect tried: its turn in the search, and its role in the answer."""
+    props = record.properties
+    if release_check_of(record) != BISECT_CHECK:
+        return ""
+    role = props.get("bisect-role", "")
+    text = f"bisect #{props.get('bisect-order', '?')}" + (f": {role}" if role else "")
+    return f'<br><small class="bisect">{escape(text)}</small>'
+
+
+def _bisect_cell(answers: Sequence[TestRecord]) -> str:
+    """The bisect column of one scenario: each search's answer, then the releases it tried in
+    the order tried with their outcomes, and the command that replays the decisive run."""
+    if not answers:
+        return f'<td class="hm" style="{_style(EMPTY)}">-</td>'
+    parts = []
+    for record in answers:
+        props = record.properties
+        tried = [item.partition("=") for item in props.get("bisect-tried", "").split(";") if item]
+        steps = "".join(f"<li>{escape(release)}: {escape(outcome)}</li>" for release, _, outcome in tried)
+        parts.append(
+            f"<b>{escape(props.get('bisect-answer', ''))}</b>"
+            f"<ol>{steps}</ol><code>{escape(props.get('repro', ''))}</code>"
+        )
+    status = PASSED if all(r.properties.get("bisect-result") == "changed" for r in answers) else FAILED
+    return f'<td class="bisect" style="border-left:4px solid {COLORS[status]}">{"<hr>".join(parts)}</td>'
+
 
 
 def _slowest(records: Sequence[TestRecord]) -> str:

@@ -24,7 +24,14 @@ def test_env_dir_defaults_to_the_user_cache_and_the_variable_overrides(monkeypat
 
 
 def test_the_release_pins_torch_and_torch_xla_together() -> None:
-    assert envs.requirements_for("torch_xla", "2.5.1") == ["torch==2.5.1", "torch-xla==2.5.1"]
+    assert envs.requirements_for("torch_xla", "2.5.1") == ["torch>=2.5,<=2.5.1", "torch-xla==2.5.1"]
+    # torch has no 2.8.1 or 2.6.1: those torch_xla releases go with the torch of their minor
+    assert envs.requirements_for("torch_xla", "2.8.1")[0] == "torch>=2.8,<=2.8.1"
+    from packaging.requirements import Requirement
+
+    torch = Requirement(envs.torch_for("2.9.0")).specifier
+    assert torch.contains("2.9.0") and not torch.contains("2.9.1") and not torch.contains("2.8.0")
+    assert Requirement(envs.torch_for("2.6.1")).specifier.contains("2.6.0")
     with pytest.raises(envs.ReleaseInstallError, match="runtime 'jaxlib' has no release environments"):
         envs.requirements_for("jaxlib", "0.4")
 
@@ -46,14 +53,15 @@ def test_a_release_that_does_not_install_names_itself_and_leaves_nothing(tmp_pat
     assert envs.find_env("torch_xla", "0.0.1", root=tmp_path) is None
 
 
-def _fake_complete_env(root: Path, release: str) -> Path:
+def _fake_complete_env(root: Path, release: str, requirements: list[str] | None = None,
+                       freeze: list[str] | None = None) -> Path:
     path = root / envs.env_name("torch_xla", release)
     (path / "bin").mkdir(parents=True)
     os.symlink(sys.executable, path / "bin" / "python")
     project = envs.project_root()
     stamp = {"runtime": "torch_xla", "release": release,
-             "requirements": envs.requirements_for("torch_xla", release),
-             "project": envs.project_fingerprint(project), "freeze": ["torch==" + release]}
+             "requirements": requirements or envs.requirements_for("torch_xla", release),
+             "project": envs.project_fingerprint(project), "freeze": freeze or ["torch==" + release]}
     (path / envs.STAMP).write_text(json.dumps(stamp))
     return path
 
@@ -79,3 +87,35 @@ def test_an_environment_without_its_stamp_is_an_interrupted_build_and_is_rebuilt
                         requirements=["xharness-no-such-distribution==0.0.2"], progress=said.append)
     assert any("removing the incomplete environment" in s for s in said)
     assert not path.exists()
+
+
+def test_an_environment_built_with_the_old_exact_pins_is_reused_not_rebuilt(tmp_path: Path) -> None:
+    """Environments built when torch was pinned to ``torch==V`` hold what the new pins ask for."""
+    old = ["torch==2.5.1", "torch-xla==2.5.1"]
+    path = _fake_complete_env(tmp_path, "2.5.1", old, ["torch==2.5.1", "torch_xla==2.5.1", "numpy==2.0"])
+    said: list[str] = []
+    env = envs.ensure_env("torch_xla", "2.5.1", root=tmp_path, pip_args=OFFLINE, progress=said.append)
+    assert env.path == path and not env.built and said == []
+
+
+@pytest.mark.parametrize(
+    ("freeze", "wanted", "held"),
+    [
+        (["torch==2.5.0", "torch-xla==2.5.1"], ["torch>=2.5,<=2.5.1", "torch-xla==2.5.1"], True),
+        (["torch==2.6.0", "torch-xla==2.5.1"], ["torch>=2.5,<=2.5.1", "torch-xla==2.5.1"], False),
+        (["torch==2.5.1"], ["torch>=2.5,<=2.5.1", "torch-xla==2.5.1"], False),  # torch_xla missing
+        (["torch-xla==2.9.0"], ["/dist/torch_xla-2.9.0-cp311-cp311-linux_x86_64.whl"], False),
+    ],
+)
+def test_an_environment_is_reused_only_when_its_freeze_meets_every_requirement(
+    freeze: list[str], wanted: list[str], held: bool
+) -> None:
+    assert envs.satisfies({"requirements": ["something else"], "freeze": freeze}, wanted) is held
+
+
+def test_remove_env_deletes_one_environment_under_its_lock(tmp_path: Path) -> None:
+    path = _fake_complete_env(tmp_path, "9.9.8")
+    other = _fake_complete_env(tmp_path, "9.9.9")
+    assert envs.remove_env("torch_xla", "9.9.8", root=tmp_path)
+    assert not path.exists() and other.exists()
+    assert not envs.remove_env("torch_xla", "9.9.8", root=tmp_path)  # nothing left to remove

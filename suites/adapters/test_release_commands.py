@@ -31,14 +31,36 @@ def test_a_release_that_will_not_install_is_exit_3_and_the_others_still_run(offl
     captured = capsys.readouterr()
     for release in ("0.0.1", "0.0.2"):  # the first failure did not stop the second release
         assert f"cannot install torch_xla {release}: pip install torch==0.0.0" not in captured.err
-        assert f"cannot install torch_xla {release}: pip install torch=={release} torch-xla=={release}" in captured.err
+        assert f"cannot install torch_xla {release}: pip install torch>=0.0,<={release} torch-xla=={release}" in captured.err
         assert f"torch_xla {release}: NOT INSTALLED" in captured.out
         (record,) = read_records(out / "junit" / f"torch_xla-{release}.xml")
         assert record.classification == "error"
         assert record.final.message.startswith(f"cannot install torch_xla {release}")
-        assert "torch==" in record.final.details and "ERROR" in record.final.details  # pip's own words
+        assert "torch<=" in record.final.details and "ERROR" in record.final.details  # pip's own words
         assert record.properties["verdict"] == "not-installed"
     assert (out / "index.html").exists() and (out / "junit.xml").exists()
+
+
+def test_a_wheel_is_a_release_whose_cell_and_environment_are_keyed_by_its_hash(offline_envs: Path, capsys) -> None:
+    from harness.adapters import release_spec
+
+    wheel = offline_envs / "dist" / "torch_xla-2.9.0+mine-cp311-cp311-linux_x86_64.whl"
+    wheel.parent.mkdir()
+    wheel.write_bytes(b"not really a wheel")
+    spec = release_spec.parse("torch_xla", str(wheel))
+    out = offline_envs / "reports"
+    assert main(["releases", "torch_xla", str(wheel), "--out", str(out)]) == 3
+    err = capsys.readouterr().err
+    assert f"cannot install torch_xla wheel-{spec.digest}: pip install {wheel} torch>=2.9,<=2.9.0" in err
+    (record,) = read_records(out / "junit" / f"torch_xla-wheel-{spec.digest}.xml")
+    assert record.properties["verdict"] == "not-installed"
+    assert not (offline_envs / "envs" / spec.env_name).exists()  # the failed build is gone
+
+
+@pytest.mark.skipif(HAS_TORCH_XLA, reason="torch_xla is importable here")
+def test_installed_names_this_interpreters_runtime_and_is_a_usage_error_without_one(capsys) -> None:
+    assert main(["repro", "aliased-save", "--runtime", "torch_xla", "--release", "installed"]) == 2
+    assert "'installed' names the torch_xla of" in capsys.readouterr().err
 
 
 def test_repro_against_a_release_that_will_not_install_is_exit_3(offline_envs: Path, capsys) -> None:
@@ -54,6 +76,9 @@ def test_repro_against_a_release_that_will_not_install_is_exit_3(offline_envs: P
         (["repro", "no-such-scenario", "--runtime", "torch_xla"], "unknown scenario 'no-such-scenario'"),
         (["repro", "aliased-save", "--runtime", "tensorflow"], "unknown runtime 'tensorflow'"),
         (["releases", "torch_xla", "two.nine"], "not a release version: 'two.nine'"),
+        (["releases", "torch_xla", "dist/torch_xla-2.9.0-cp311-cp311-linux_x86_64.whl"], "no such wheel file"),
+        (["repro", "aliased-save", "--runtime", "torch_xla", "--release", "/nonexistent/dist"], "no such wheel file or directory"),
+        (["run", "--runtime", "torch_xla", "--release", "./nope.whl", "--cells", "cpu-1"], "--release: no such wheel file"),
         (["run", "--release", "2.9.0", "--cells", "cpu-1"], "add --runtime torch_xla"),
         (["run", "--runtime", "reference", "--release", "0.10", "--cells", "cpu-1"], "add --runtime torch_xla or jax"),
     ],

@@ -1,0 +1,522 @@
+"""``xharness bisect SCENARIO --runtime torch_xla|jax``: which release changed a scenario's outcome.
+
+The releases come from the package index (``index_releases`` below), oldest first, or
+from ``--releases``; either end may be a maintainer's own build (a wheel, a directory of wheels,
+``installed``: ``harness.adapters.release_spec``). The search (``harness.adapters.bisect``) visits
+releases one at a time; each visited release gets its cached environment (built, or reused as
+``releases`` reuses it) and the scenario's upstream trigger runs there, judged as ``repro
+--release`` judges it. Only the visited releases are built, and ``--keep N`` caps how many of the
+environments this command built stay on disk (least recently used dropped first; environments it
+found already built are never touched).
+
+Output: every release tried with its outcome and time, the answer, and the command that replays
+the decisive run; ``--json`` prints one object instead. The tried releases and the answer are
+JUnit records in ``OUT/junit/bisect-RUNTIME-SCENARIO.xml`` (replacing that file only, so that a
+``releases`` run in the same directory stays next to it), and the dashboard shows them in its
+release x scenario table.
+
+The index lists releases with ``pip index versions --json`` under the configuration every
+install uses (pip's own and ``$XHARNESS_PIP_ARGS``), so the list is of releases the environments
+can be built from. Pre-releases (``rc``, ``dev``) are left out of it: the question is which
+*release* changed an outcome (an end named explicitly may still be one). A runtime's **supported
+floor** is where the project's claims begin: for JAX its declared range (the ``jax`` requirement
+of pyproject.toml; an environment outside it cannot install the harness), for PyTorch/XLA the
+oldest release line the expected-outcomes table was measured on (2.5). The floor decides the
+default good end; an end named below it is kept as asked (with a note), and a release there that
+cannot be installed is skipped like any other.
+
+Exit: 0 a change was found; 1 the two ends agree, only one release could be run, or a release
+gave an outcome that is neither reproduced nor passed (named); 2 usage; 3 no release of the range
+could be installed (or the index could not be listed); 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import subprocess
+import sys
+import time
+import tomllib
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.specifiers import SpecifierSet
+from packaging.version import InvalidVersion, Version
+
+from harness.adapters import bisect as search
+from harness.adapters import envs, release_spec
+from harness.adapters.bisect import NOT_INSTALLED, BisectResult, EnvKeeper, Outcome, Trial
+from harness.adapters.expected import ExpectedTable, ExpectedTableError
+from harness.adapters.expected import load as load_table
+from harness.adapters.release_spec import DISTRIBUTIONS, ReleaseSpec, ReleaseSpecError
+from harness.errors import UsageError
+from harness.matrix.config import RELEASED_RUNTIMES
+
+EXIT_FOUND, EXIT_NO_CHANGE, EXIT_NOTHING_INSTALLED = 0, 1, 3
+EXIT_CODES = {
+    search.CHANGED: EXIT_FOUND,
+    search.AGREE: EXIT_NO_CHANGE,
+    search.SINGLE: EXIT_NO_CHANGE,
+    search.NEITHER: EXIT_NO_CHANGE,
+    search.NOTHING_INSTALLED: EXIT_NOTHING_INSTALLED,
+}
+#: the ``release-check`` property of a bisect's records (the dashboard groups by it)
+CHECK = "bisect"
+RECORD_FILE = "harness/adapters/bisect.py"
+
+
+def add_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser(
+        "bisect",
+        help="find the first release where a scenario's outcome changes",
+        description="Check both ends, then binary-search the releases between them (from the "
+        "package index, oldest first, or --releases) for the first whose outcome differs from "
+        "the good end's: 'fixed in X' or 'regressed in X'. Each visited release runs in its own "
+        "cached environment; one that cannot be installed is skipped. A release may be a "
+        "version, a wheel file, a directory of wheels or 'installed'. Exit 0: a change was "
+        "found; 1: the ends agree, or a release gave an outcome that is neither reproduced nor "
+        "passed; 2: usage error; 3: no release in the range could be installed.",
+    )
+    p.add_argument("scenario", help="a catalog scenario (xharness list)")
+    p.add_argument("--runtime", required=True, help=f"runtime under test ({', '.join(RELEASED_RUNTIMES)})")
+    p.add_argument("--good", metavar="RELEASE",
+                   help="the older end (default: the oldest supported release on the index)")
+    p.add_argument("--bad", metavar="RELEASE", help="the newer end (default: the newest release)")
+    p.add_argument("--releases", metavar="V,...",
+                   help="the releases to search, comma-separated, instead of the index's")
+    p.add_argument("--keep", type=int, default=None, metavar="N",
+                   help="keep at most N of the environments this command builds (least recently "
+                   "used dropped first; environments it did not build are never dropped)")
+    p.add_argument("--out", type=Path, default=Path("reports"), help="output directory (default: reports)")
+    p.add_argument("--timeout", type=float, default=900.0,
+                   help="per-release time limit of the scenario in seconds (default 900)")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(handler=bisect_command)
+
+
+def _say(message: str) -> None:
+    print(f"xharness: {message}", file=sys.stderr, flush=True)
+
+
+# ------------------------------------------------------------------------------ the index
+#: the floor of runtimes whose range is not the project's declared dependency range
+FLOORS = {"torch_xla": SpecifierSet(">=2.5")}
+
+
+class ReleaseListError(Exception):
+    """pip could not list the releases; the message has pip's own words."""
+
+
+def supported(runtime: str, root: Path | None = None) -> SpecifierSet:
+    """The releases of ``runtime`` the project supports (see the module doc)."""
+    if runtime in FLOORS:
+        return FLOORS[runtime]
+    try:
+        meta = tomllib.loads(((root or envs.project_root()) / "pyproject.toml").read_text())
+        dependencies = meta["project"]["dependencies"]
+    except (OSError, KeyError, tomllib.TOMLDecodeError, envs.ReleaseInstallError):
+        return SpecifierSet()
+    for text in dependencies:
+        try:
+            requirement = Requirement(text)
+        except InvalidRequirement:
+            continue
+        if requirement.name == DISTRIBUTIONS.get(runtime, runtime):
+            return requirement.specifier
+    return SpecifierSet()
+
+
+def parse_versions(texts: Sequence[str]) -> list[Version]:
+    """Final releases, oldest first (pre-releases and names that are no version left out)."""
+    found = set()
+    for text in texts:
+        try:
+            version = Version(str(text))
+        except InvalidVersion:
+            continue
+        if not version.is_prerelease:
+            found.add(version)
+    return sorted(found)
+
+
+def index_releases(runtime: str, pip_args: Sequence[str] | None = None) -> list[Version]:
+    """Every final release of ``runtime`` on the index, oldest first. Raises
+    :class:`ReleaseListError` with pip's output when pip cannot list them."""
+    dist = DISTRIBUTIONS.get(runtime, runtime)
+    extra = list(pip_args) if pip_args is not None else envs.extra_pip_args()
+    cmd = [sys.executable, "-m", "pip", "index", "versions", "--json", *extra, dist]
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300,
+                              env=envs.pip_environment())
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise ReleaseListError(f"{' '.join(cmd)}: {exc}") from None
+    if proc.returncode != 0:
+        tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-10:])
+        raise ReleaseListError(f"{' '.join(cmd)} exited with {proc.returncode} (with "
+                               f"${envs.PIP_ARGS_VARIABLE} = {' '.join(extra)!r}):\n{tail}")
+    try:
+        listed = json.loads(proc.stdout)["versions"]
+    except (ValueError, KeyError, TypeError):
+        raise ReleaseListError(f"{' '.join(cmd)} printed no version list:\n{proc.stdout[-500:]}") from None
+    return parse_versions(listed)
+
+
+# ------------------------------------------------------------------------------ the range
+def _parse(runtime: str, text: str, what: str) -> ReleaseSpec:
+    try:
+        return release_spec.parse(runtime, text)
+    except ReleaseSpecError as exc:
+        raise UsageError(f"{what}: {exc}") from None
+
+
+def check_ends(good: ReleaseSpec, bad: ReleaseSpec) -> None:
+    """The good end is the older one, and they are two releases."""
+    if good.key == bad.key:
+        raise UsageError(f"--good and --bad name the same release ({good.label}): nothing to search")
+    if good.version > bad.version:
+        raise UsageError(f"--good {good.label} is newer than --bad {bad.label}: the good end is the "
+                         "older release (swap them; which outcome is good is the older end's)")
+
+
+def plan(runtime: str, good_text: str | None, bad_text: str | None, releases_text: str | None,
+         listed: list[ReleaseSpec] | None = None) -> list[ReleaseSpec]:
+    """The releases to search, oldest first: the good end, the candidates between the two ends'
+    versions, the bad end. ``listed`` replaces the index (tests); ``--releases`` does too.
+    Raises :class:`ReleaseListError` when the index cannot be listed."""
+    good = _parse(runtime, good_text, "--good") if good_text else None
+    bad = _parse(runtime, bad_text, "--bad") if bad_text else None
+    if good is not None and bad is not None:
+        check_ends(good, bad)
+    floor = None
+    if releases_text is not None:
+        texts = [t.strip() for t in releases_text.split(",") if t.strip()]
+        if not texts:
+            raise UsageError("--releases: no release named")
+        candidates = [_parse(runtime, t, "--releases") for t in texts]
+    elif listed is not None:
+        candidates = listed
+    else:
+        candidates = [release_spec.parse(runtime, str(v)) for v in index_releases(runtime)]
+        floor = supported(runtime)
+    candidates = sorted({c.key: c for c in candidates}.values(), key=lambda c: c.version)
+    if good is None:
+        pool = [c for c in candidates if floor is None or floor.contains(c.version)] or candidates
+        if not pool:
+            raise UsageError(f"no release of {runtime} to start from: name --good")
+        good = pool[0]
+    if bad is None:
+        pool = [c for c in candidates if floor is None or floor.contains(c.version)] or candidates
+        newest = [c for c in pool if c.version >= good.version and c.key != good.key]
+        if not newest:
+            raise UsageError(f"no release of {runtime} newer than {good.label}: name --bad")
+        bad = newest[-1]
+    check_ends(good, bad)
+    between = [c for c in candidates if good.version < c.version < bad.version
+               and c.key not in (good.key, bad.key)]
+    return [good, *between, bad]
+
+
+# ------------------------------------------------------------------------------ the runs
+@dataclass
+class Visit:
+    """What the command knows of one visited release beyond its outcome."""
+
+    spec: ReleaseSpec
+    outcome: Outcome
+    run: Any = None  # releases.ScenarioRun, when the scenario ran
+    env: envs.ReleaseEnv | None = None
+    dropped: bool = False
+
+
+@dataclass
+class Runner:
+    """The ``outcome`` callable of the search: builds (or reuses) the release's environment,
+    runs the scenario there, and applies ``--keep``."""
+
+    runtime: str
+    scenario: str
+    table: ExpectedTable
+    timeout: float
+    keeper: EnvKeeper
+    visits: dict[str, Visit] = field(default_factory=dict)
+    order: list[str] = field(default_factory=list)
+
+    def __call__(self, spec: ReleaseSpec) -> Outcome:
+        from harness.adapters.releases import run_scenario
+
+        started = time.monotonic()
+        try:
+            env = release_spec.ensure(spec, progress=_say)
+        except envs.ReleaseInstallError as exc:
+            _say(f"{self.runtime} {spec.label}: skipped, {str(exc).splitlines()[0]}")
+            outcome = Outcome(NOT_INSTALLED, round(time.monotonic() - started, 1),
+                              str(exc).splitlines()[0])
+            self._note(Visit(spec, outcome))
+            return outcome
+        run = run_scenario(self.scenario, str(env.python), self.table, timeout=self.timeout,
+                           runtime=self.runtime)
+        outcome = Outcome(run.outcome, round(time.monotonic() - started, 1), run.verdict.reason)
+        visit = Visit(spec, outcome, run, env)
+        self._note(visit)
+        _say(f"{self.runtime} {spec.label}: {run.outcome} ({outcome.seconds:.0f} s)")
+        if spec.env_name is not None:
+            for key in self.keeper.used(spec.key, env.built):
+                if envs.remove_env(self.runtime, key, root=env.path.parent):
+                    _say(f"--keep {self.keeper.keep}: dropped the environment {envs.env_name(self.runtime, key)}")
+                for other in self.visits.values():
+                    if other.spec.key == key:
+                        other.dropped = True
+        return outcome
+
+    def _note(self, visit: Visit) -> None:
+        self.visits[visit.spec.key] = visit
+        self.order.append(visit.spec.key)
+
+
+# ------------------------------------------------------------------------------ the answer
+def replay(scenario: str, runtime: str, spec: ReleaseSpec) -> str:
+    return f"xharness repro {scenario} --runtime {runtime} --release {shlex.quote(spec.text)}"
+
+
+def decisive(result: BisectResult[ReleaseSpec]) -> Trial[ReleaseSpec] | None:
+    """The run the answer rests on: the first changed release, the one that gave neither, the
+    bad end when the ends agree, the only one run, or the last one tried."""
+    if result.first is not None:
+        return result.first
+    if result.last_good is not None:
+        return result.last_good
+    return result.trials[-1] if result.trials else None
+
+
+def answer(runtime: str, result: BisectResult[ReleaseSpec]) -> str:
+    """One sentence: what the search found."""
+    good, first = result.last_good, result.first
+    if result.kind == search.CHANGED and good is not None and first is not None:
+        was, now = good.outcome.value, first.outcome.value
+        if result.exact:
+            return (f"{result.direction} in {runtime} {first.release.label} ({good.release.label} "
+                    f"{was}, {first.release.label} {now})")
+        suspects = ", ".join(s.label for s in result.suspects)
+        untested = ", ".join(s.label for s in result.untested)
+        return (f"{result.direction} between {runtime} {good.release.label} ({was}) and "
+                f"{first.release.label} ({now}): in one of {suspects} ({untested} could not be "
+                "installed)")
+    if result.kind == search.AGREE and good is not None and first is not None:
+        return (f"no change: both ends {good.outcome.value} ({runtime} {good.release.label} and "
+                f"{first.release.label})")
+    if result.kind == search.SINGLE and good is not None:
+        return (f"only {runtime} {good.release.label} of the range could be installed "
+                f"({good.outcome.value}): nothing to compare it with")
+    if result.kind == search.NEITHER and first is not None:
+        return (f"{runtime} {first.release.label} gave {first.outcome.value}, neither reproduced "
+                f"nor passed: the search stops there ({first.outcome.note})")
+    return (f"no release of the range could be installed "
+            f"({', '.join(r.label for r in result.releases)})")
+
+
+def _role(result: BisectResult[ReleaseSpec], spec: ReleaseSpec) -> str:
+    if result.first is not None and result.first.release.key == spec.key:
+        return {search.CHANGED: "first changed", search.NEITHER: "neither",
+                search.AGREE: "bad end"}.get(result.kind, "")
+    if result.last_good is not None and result.last_good.release.key == spec.key:
+        return "last good"
+    if spec.key in {s.key for s in result.untested}:
+        return "untested"
+    if result.releases and spec.key == result.releases[0].key:
+        return "good end"
+    if result.releases and spec.key == result.releases[-1].key:
+        return "bad end"
+    return ""
+
+
+def to_json(runtime: str, scenario: str, result: BisectResult[ReleaseSpec], runner: Runner,
+            wall: float, out: Path, code: int) -> dict[str, Any]:
+    trials = []
+    for index, trial in enumerate(result.trials, 1):
+        visit = runner.visits[trial.release.key]
+        run = visit.run
+        trials.append({
+            "order": index, "release": trial.release.label, "spec": trial.release.text,
+            "kind": trial.release.kind, "version": str(trial.release.version),
+            "imported": run.release if run is not None else "",
+            "outcome": trial.outcome.value, "seconds": trial.outcome.seconds,
+            "verdict": run.verdict.verdict if run is not None else NOT_INSTALLED,
+            "note": trial.outcome.note, "role": _role(result, trial.release),
+            "env": str(visit.env.path) if visit.env is not None and trial.release.env_name else None,
+            "env_built": bool(visit.env and visit.env.built), "env_dropped": visit.dropped,
+            "replay": replay(scenario, runtime, trial.release),
+        })
+    shown = decisive(result)
+    return {
+        "runtime": runtime, "scenario": scenario,
+        "range": [r.label for r in result.releases],
+        "result": result.kind, "direction": result.direction, "exact": result.exact,
+        "answer": answer(runtime, result),
+        "last_good": result.last_good.release.label if result.last_good else None,
+        "first": result.first.release.label if result.first else None,
+        "suspects": [s.label for s in result.suspects],
+        "untested": [s.label for s in result.untested],
+        "trials": trials,
+        "envs_built": [t["release"] for t in trials if t["env_built"]],
+        "envs_dropped": [t["release"] for t in trials if t["env_dropped"]],
+        "replay": replay(scenario, runtime, shown.release) if shown else "",
+        "wall": wall, "out": str(out), "exit_code": code,
+    }
+
+
+def render(report: dict[str, Any]) -> str:
+    """The terminal's text: the releases tried, in the order tried, then the answer."""
+    rows = [(str(t["order"]), t["release"], t["outcome"], f"{t['seconds']:.0f} s",
+             "built" if t["env_built"] else ("-" if t["outcome"] == NOT_INSTALLED else "reused"),
+             t["role"]) for t in report["trials"]]
+    header = ("#", "release", "outcome", "time", "env", "role")
+    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(header)]
+    fmt = "  ".join(f"{{:<{w}}}" for w in widths)
+    lines = [f"bisect {report['scenario']} on {report['runtime']}: "
+             f"{report['range'][0]} .. {report['range'][-1]} ({len(report['range'])} releases)",
+             fmt.format(*header).rstrip(), fmt.format(*("-" * w for w in widths)).rstrip()]
+    lines += [fmt.format(*r).rstrip() for r in rows]
+    for t in report["trials"]:
+        if t["outcome"] == NOT_INSTALLED:
+            lines.append(f"  {t['release']}: {t['note']}")
+    lines.append(f"{report['answer']}")
+    built = ", ".join(report["envs_built"]) or "none"
+    lines.append(f"tried {len(report['trials'])} release(s); environments built: {built}; "
+                 f"total {report['wall']:.0f} s")
+    if report["envs_dropped"]:
+        lines.append(f"dropped (--keep): {', '.join(report['envs_dropped'])}")
+    if report["replay"]:
+        lines.append(f"replay: {report['replay']}")
+    return "\n".join(lines)
+
+
+# ------------------------------------------------------------------------------ JUnit
+def cell_name(runtime: str, scenario: str) -> str:
+    return f"bisect-{runtime}-{scenario}"
+
+
+def records(report: dict[str, Any], runs: dict[str, Any]) -> list[Any]:
+    """One record per release tried (in version order), then the answer's record. A tried
+    release carries what a catalog record carries (so the release table shows it) plus the
+    bisect's properties; the answer carries the bisect's result."""
+    from harness.report.records import ERROR, FAILED, PASSED, SKIPPED, Attempt, TestRecord
+
+    runtime, scenario = report["runtime"], report["scenario"]
+    cell = cell_name(runtime, scenario)
+    tried = ";".join(f"{t['release']}={t['outcome']}" for t in report["trials"])
+    out = []
+    order = {label: i for i, label in enumerate(report["range"])}
+    for trial in sorted(report["trials"], key=lambda t: order.get(t["release"], 0)):
+        run = runs.get(trial["spec"])
+        record = TestRecord(nodeid=f"xharness::bisect::{scenario}[{trial['release']}]", cell=cell,
+                            file=RECORD_FILE)
+        if run is not None:
+            props = run.properties()
+            props["release"] = props["release"] or trial["release"]
+        else:
+            props = {"runtime": runtime, "release": trial["release"], "scenario": scenario,
+                     "expected": "-", "actual": trial["outcome"], "verdict": NOT_INSTALLED,
+                     "reason": trial["note"]}
+        props.update({"release-runtime": runtime, "release-check": CHECK, "bisect": cell,
+                      "bisect-order": str(trial["order"]), "bisect-release": trial["release"],
+                      "bisect-role": trial["role"], "repro": trial["replay"]})
+        if trial["outcome"] == NOT_INSTALLED:
+            attempt = Attempt(SKIPPED, trial["seconds"], f"skipped by the bisect: {trial['note']}")
+        elif trial["outcome"] in search.DECISIVE:
+            attempt = Attempt(PASSED, trial["seconds"])
+        else:
+            attempt = Attempt(FAILED, trial["seconds"], run.message() if run else trial["note"],
+                              details=run.details() if run else "")
+        record.attempts.append(attempt)
+        record.properties = {k: str(v) for k, v in props.items()}
+        out.append(record)
+    summary = TestRecord(nodeid=f"xharness::bisect::{scenario}", cell=cell, file=RECORD_FILE)
+    outcome = {search.CHANGED: PASSED, search.NOTHING_INSTALLED: ERROR}.get(report["result"], FAILED)
+    summary.attempts.append(Attempt(outcome, report["wall"],
+                                    "" if outcome == PASSED else report["answer"]))
+    summary.properties = {
+        "runtime": runtime, "scenario": scenario, "bisect": cell, "bisect-result": report["result"],
+        "bisect-direction": report["direction"], "bisect-answer": report["answer"],
+        "bisect-first": report["first"] or "", "bisect-last-good": report["last_good"] or "",
+        "bisect-suspects": ";".join(report["suspects"]), "bisect-tried": tried,
+        "bisect-range": ";".join(report["range"]), "repro": report["replay"],
+    }
+    out.append(summary)
+    return out
+
+
+# ------------------------------------------------------------------------------ the command
+def bisect_command(args: argparse.Namespace) -> int:
+    from harness.adapters.releases import UPSTREAM_RUNTIMES
+    from harness.matrix.interrupt import sigterm_interrupts
+    from harness.scenarios import registry
+    from harness.scenarios import upstream_torch_xla as upstream
+
+    try:
+        registry.get(args.scenario)
+    except registry.UnknownScenario as exc:
+        raise UsageError(str(exc)) from None
+    if args.runtime not in RELEASED_RUNTIMES or args.runtime not in UPSTREAM_RUNTIMES:
+        raise UsageError(f"--runtime: unknown runtime {args.runtime!r} (one of {', '.join(RELEASED_RUNTIMES)})")
+    if not upstream.reproducers(args.scenario, args.runtime):
+        raise UsageError(f"scenario {args.scenario!r} has no {args.runtime} reproducer to bisect with")
+    if not args.timeout > 0:
+        raise UsageError("--timeout must be a positive number of seconds")
+    if args.keep is not None and args.keep < 0:
+        raise UsageError("--keep must be 0 or more")
+    try:
+        table = load_table()
+    except ExpectedTableError as exc:
+        raise UsageError(str(exc)) from None
+    try:
+        specs = plan(args.runtime, args.good, args.bad, args.releases)
+    except ReleaseListError as exc:
+        print(f"xharness: error: cannot list the releases of {args.runtime}: {exc}", file=sys.stderr)
+        return EXIT_NOTHING_INSTALLED
+    floor = supported(args.runtime)
+    if not floor.contains(specs[0].version, prereleases=True):
+        _say(f"note: {specs[0].label} is outside the supported releases of {args.runtime} "
+             f"({floor}); a release that cannot be installed is skipped")
+    _say(f"bisect {args.scenario} on {args.runtime}: {len(specs)} releases, "
+         f"{' '.join(s.label for s in specs)}")
+    runner = Runner(args.runtime, args.scenario, table, args.timeout, EnvKeeper(args.keep))
+    started = time.monotonic()
+    interrupted = False
+    with sigterm_interrupts():
+        try:
+            result = search.bisect(specs, runner)
+        except KeyboardInterrupt:
+            interrupted = True
+            tried = tuple(Trial(runner.visits[k].spec, runner.visits[k].outcome) for k in runner.order)
+            result = BisectResult(search.NOTHING_INSTALLED, tuple(specs), tried)
+    wall = round(time.monotonic() - started, 1)
+    code = 130 if interrupted else EXIT_CODES[result.kind]
+    report = to_json(args.runtime, args.scenario, result, runner, wall, args.out, code)
+    if interrupted:
+        report.update(result="interrupted", answer="interrupted before an answer")
+    write_junit(args.out, report, {v.spec.text: v.run for v in runner.visits.values()})
+    if args.json:
+        print(json.dumps(report, indent=2))
+    else:
+        print(render(report))
+        print(f"JUnit {args.out / 'junit' / (cell_name(args.runtime, args.scenario) + '.xml')}, "
+              f"dashboard {args.out / 'index.html'}")
+    return code
+
+
+def write_junit(out: Path, report: dict[str, Any], runs: dict[str, Any]) -> None:
+    """The bisect's JUnit file (replacing an earlier bisect's of the same scenario only), then
+    the merged report and dashboard of the directory."""
+    from harness.report.api import finish_run
+    from harness.report.junit import write_cell_xml
+
+    junit_dir = out / "junit"
+    junit_dir.mkdir(parents=True, exist_ok=True)
+    cell = cell_name(report["runtime"], report["scenario"])
+    write_cell_xml(cell, records(report, runs), junit_dir / f"{cell}.xml")
+    finish_run(out)
