@@ -142,7 +142,8 @@ KNOWN_FINDINGS: list[KnownFinding] = [
             runtime="torch_xla",
             upstream="https://github.com/pytorch/xla/issues/8522",
             summary="FSDPv2 prepares a 0-d parameter's partition spec as a list",
-            releases=lambda version: _release(version) < (2, 6),
+            # the fix (#8613) is first in 2.7.0: 2.6.x still returns the list (xharness bisect)
+            releases=lambda version: _release(version) < (2, 7),
             match=r"unhashable type: 'list'|for a 0-d parameter: not a tuple",
             scenario="unhashable-spec",
         )
@@ -229,6 +230,9 @@ class Invariant:
     #: run each example inside ``isolated()``; an invariant that only reads cached objects and
     #: records nothing (the spec checks) skips it, which is a third of its time per example
     isolate: bool = True
+    #: the runtime mutants it must kill (stems of ``suites/properties/mutants/*.patch``): bugs
+    #: nobody planted behind a switch, run by ``ci/mutants.py``, never by ``search``
+    mutants: tuple[str, ...] = ()
 
     def run_example(self, example: dict[str, Any]) -> None:
         """Check one example in isolation, remembering it if it fails."""
