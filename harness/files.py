@@ -9,6 +9,7 @@ permissions for a new file (``0666`` less the umask), not the private mode of a 
 from __future__ import annotations
 
 import os
+import sys
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -22,6 +23,14 @@ def _new_file_mode() -> int:
     return 0o666 & ~umask
 
 
+def _reach(seam: str) -> None:
+    """A failure seam of the runtime (``harness.runtime.seams``), where the runtime is loaded:
+    a report written without it never imports it (nor JAX through it)."""
+    seams = sys.modules.get("harness.runtime.seams")
+    if seams is not None:
+        seams.reach(seam)
+
+
 @contextmanager
 def atomic_writer(path: str | os.PathLike[str]) -> Iterator[BinaryIO]:
     """Write ``path`` through the yielded binary handle; on any failure the old file is untouched."""
@@ -32,8 +41,10 @@ def atomic_writer(path: str | os.PathLike[str]) -> Iterator[BinaryIO]:
         os.fchmod(fd, _new_file_mode())
         with os.fdopen(fd, "wb") as handle:
             yield handle
+            _reach("write")
             handle.flush()
             os.fsync(handle.fileno())
+        _reach("rename")
         os.replace(tmp, target)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

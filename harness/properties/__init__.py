@@ -22,6 +22,7 @@ from harness.properties.donation import (
     check_shared_buffer,
     check_shared_shards,
 )
+from harness.properties.failures import FAILURE_SAFETY, check_failure_safety
 from harness.properties.layout import (
     COVERAGE,
     HOST_COPY,
@@ -67,6 +68,7 @@ from harness.properties.strategies import (
 __all__ = [
     "BUFFER_SHARING",
     "COMPILE_STABILITY",
+    "FAILURE_SAFETY",
     "PARTIAL_SYNC",
     "SHARED_BUFFER",
     "SHARED_SHARDS",
@@ -97,6 +99,7 @@ __all__ = [
     "check_coverage",
     "check_discovery",
     "check_donation",
+    "check_failure_safety",
     "check_host_copy",
     "check_op_sharding",
     "check_preservation",

@@ -6,6 +6,7 @@ from harness.properties.base import Invariant
 from harness.properties.compiles import COMPILE_STABILITY
 from harness.properties.discovery import DISCOVERY_IDEMPOTENCE
 from harness.properties.donation import DONATION, SHARED_BUFFER, SHARED_SHARDS
+from harness.properties.failures import FAILURE_SAFETY
 from harness.properties.layout import COVERAGE, HOST_COPY, ROUND_TRIP, UNEVEN_SPLIT, VIEW_SHARDING
 from harness.properties.machine import (
     BUFFER_SHARING,
@@ -40,6 +41,7 @@ INVARIANTS: tuple[Invariant, ...] = (
     SHARED_BUFFER,
     SHARED_SHARDS,
     COMPILE_STABILITY,
+    FAILURE_SAFETY,
 )
 
 

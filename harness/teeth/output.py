@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from harness.properties.base import Invariant
 from harness.report import records as rec
 from harness.report.junit import write_cell_xml
 from harness.teeth.checks import INVARIANT, Check
@@ -129,11 +130,20 @@ def render_table(run: TeethRun) -> str:
     out = [line(headers), *(line(r) for r in rows), "", summary(run)]
     details = [d for r in run.results if (d := _detail(r))]
     out += details
+    declared = [(c.id, m) for c in run.checks if (m := mutants(c))]
+    if declared:
+        out.append("mutants each check must kill (run by ci/mutants.py, not by this command):")
+        out += [f"  {check}: {', '.join(names)}" for check, names in declared]
     if any(not r.declared for r in run.results):
         out.append("* an undeclared pair, run by --all-pairs for information: never a failure")
     if run.junit is not None:
         out.append(f"junit: {run.junit}")
     return "\n".join(out)
+
+
+def mutants(check: Check) -> tuple[str, ...]:
+    """The runtime mutants an invariant declares it must kill (``Invariant.mutants``)."""
+    return tuple(check.target.mutants) if isinstance(check.target, Invariant) else ()
 
 
 def progress_line(result: PairResult, done: int, total: int) -> str:
@@ -153,7 +163,7 @@ def to_json(run: TeethRun) -> dict[str, Any]:
         "interrupted": run.interrupted,
         "faults": list(run.faults),
         "checks": [
-            {"id": c.id, "kind": c.kind, "declares": list(c.declares), "origin": c.origin}
+            {"id": c.id, "kind": c.kind, "declares": list(c.declares), "mutants": list(mutants(c)), "origin": c.origin}
             for c in run.checks
         ],
         "declared": sum(p.declared for p in run.pairs),

@@ -10,6 +10,9 @@ repeat their examples exactly, and leaves them to cpu-8.
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import pytest
 
 from harness.properties import (
@@ -62,7 +65,15 @@ test_partial_sync = OPTIONS_INDEPENDENT(PARTIAL_SYNC.hypothesis_test())
 test_compile_stability = OPTIONS_INDEPENDENT(COMPILE_STABILITY.hypothesis_test())
 
 
+#: invariants whose ready test lives in a module of its own, beside the direct tests it rests on
+ELSEWHERE = {"failure-safety": "test_failures.py"}
+
+
 def test_every_registered_invariant_runs_here() -> None:
     tests = {name for name in globals() if name.startswith("test_")}
-    missing = [i.id for i in INVARIANTS if f"test_{i.id.replace('-', '_')}" not in tests]
+    missing = [i.id for i in INVARIANTS if f"test_{i.id.replace('-', '_')}" not in tests and i.id not in ELSEWHERE]
     assert not missing, f"invariants without a test in this module: {missing}"
+    here = Path(__file__).parent
+    for invariant, module in ELSEWHERE.items():
+        name = f"test_{invariant.replace('-', '_')}"
+        assert re.search(rf"^{name}\b", (here / module).read_text(), re.M), f"{module} has no {name}"

@@ -38,7 +38,12 @@ REQUIRED_CATEGORIES = {
     "sync",
     "discovery",
     "checkpoints",
+    "failure paths",
+    "crash consistency",
 }
+#: categories whose every mutant an invariant must declare (``Invariant.mutants``): checks written
+#: for them, so a mutant of theirs that no check claims is a mutant nobody answers for
+DECLARED_CATEGORIES = {"failure paths"}
 # the end-to-end runs: a write-back bug that only a non-self-inverse permutation shows
 E2E_MUTANT = "05-transpose-writeback-uses-perm"
 KILLING_PROBE = "suites/selftest/test_mutants.py::test_probe_cyclic_3d_permutation_write_back"
@@ -127,6 +132,31 @@ def test_every_patch_applies_to_the_current_tree() -> None:
         if proc.returncode:
             stale[patch.name] = proc.stderr.strip()
     assert not stale, f"stale mutants (refresh them against the runtime): {stale}"
+
+
+def test_declared_mutants_exist_and_failure_paths_are_declared() -> None:
+    """``Invariant.mutants`` names patches that exist, and every failure-path mutant is named by
+    some invariant: ``xharness teeth`` shows them, ``ci/mutants.py`` runs them."""
+    from harness.properties import INVARIANTS
+
+    stems = {p.stem for p in PATCHES}
+    declared = {m: i.id for i in INVARIANTS for m in i.mutants}
+    missing = {m: i for m, i in declared.items() if m not in stems}
+    assert not missing, f"invariants declare mutants with no patch in {MUTANTS}: {missing}"
+    headers = {p.stem: _runner().read_header(p) for p in PATCHES}
+    unclaimed = [s for s, h in headers.items() if h.get("Category") in DECLARED_CATEGORIES and s not in declared]
+    assert not unclaimed, f"mutants no invariant declares in its mutants: {unclaimed}"
+
+
+def test_teeth_lists_the_mutants_a_check_declares() -> None:
+    """``xharness teeth`` names them under its table (and in its JSON) without running them."""
+    from harness.properties import FAILURE_SAFETY
+    from harness.teeth import output
+    from harness.teeth.checks import as_check
+
+    run = output.TeethRun(checks=[as_check(FAILURE_SAFETY)], faults=[], pairs=[], results=[], devices=8, seconds=0.0)
+    assert f"  failure-safety: {', '.join(FAILURE_SAFETY.mutants)}" in output.render_table(run).splitlines()
+    assert output.to_json(run)["checks"][0]["mutants"] == list(FAILURE_SAFETY.mutants)
 
 
 def test_readme_lists_every_mutant() -> None:
