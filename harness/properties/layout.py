@@ -26,6 +26,7 @@ from harness import adapters
 from harness.adapters import base
 from harness.properties import strategies as pst
 from harness.properties.base import Invariant
+from harness.properties.model import apply_view, permutation
 from harness.properties.specs import expected_sharding
 from harness.runtime import checkpoint, faults, nn, sharding
 from harness.runtime.mesh import Mesh, normalize_spec
@@ -151,10 +152,20 @@ class _Holder(nn.Module):
         self.w = nn.Parameter(value)
 
 
-def check_round_trip(mesh: Any, spec: Any, respec: Any, values: np.ndarray) -> None:
+def _read_through(rt: Any, t: Any, values: np.ndarray, chain: tuple[str, ...], where: str) -> None:
+    """The sharded tensor read through ``chain`` (views of slices of detached views...) holds the
+    very bits numpy's views of ``values`` do: a read-back of a view gathers from the shards by the
+    view's own index arithmetic, which a plain read never exercises. Needs ``aliasing``."""
+    if not chain or base.ALIASING not in rt.capabilities:
+        return
+    got, want = rt.to_host(pst.view_chain(rt, t, chain, values.shape)), pst.numpy_chain(values, chain)
+    assert same_bits(got, want), f"{where}, read through the views {chain}: {how_bits_differ(got, want)}"
+
+
+def check_round_trip(mesh: Any, spec: Any, respec: Any, values: np.ndarray, chain: tuple[str, ...] = ()) -> None:
     """host -> sharded -> host keeps every bit, also after re-sharding, after a checkpoint save/load, and (reference runtime) after loading that
-    checkpoint into a model sharded another way. Any runtime under test; the checkpoint steps
-    need its ``save`` capability."""
+    checkpoint into a model sharded another way; each sharded value is read through the views of
+    ``chain`` too. Any runtime under test; the checkpoint steps need its ``save`` capability."""
     rt = adapters.current()
     adapters.require(rt, base.TENSORS, base.SHARDING)
     ndim = values.ndim
@@ -170,11 +181,13 @@ def check_round_trip(mesh: Any, spec: Any, respec: Any, values: np.ndarray) -> N
     assert same_bits(got, values), (
         f"host -> {first!r} -> host changed the value ({values.dtype}, {values.shape}: {how_bits_differ(got, values)})"
     )
+    _read_through(rt, t, values, chain, f"host -> {first!r}")
     t = rt.mark_sharding(t, mesh, second)
     got = rt.to_host(t)
     assert same_bits(got, values), (
         f"re-sharding {first!r} -> {second!r} changed the value ({how_bits_differ(got, values)})"
     )
+    _read_through(rt, t, values, chain, f"re-sharding {first!r} -> {second!r}")
     if base.SAVE not in rt.capabilities:
         return
     path = str(_scratch() / "roundtrip.xh")
@@ -212,7 +225,8 @@ def _round_trip_examples(draw: st.DrawFn) -> dict[str, Any]:
     parts = [math.lcm(a, b) for a, b in zip(_parts(mesh, spec, ndim), _parts(mesh, respec, ndim), strict=True)]
     shape = tuple(p * draw(pst.ints(1, 2)) for p in parts)
     dtype = draw(pst.dtypes())
-    return {"mesh": mesh, "spec": spec, "respec": respec, "values": draw(pst.host_arrays(shape, dtype))}
+    values = draw(pst.host_arrays(shape, dtype))
+    return {"mesh": mesh, "spec": spec, "respec": respec, "values": values, "chain": draw(pst.alias_chains(shape))}
 
 
 def _parts(mesh: Mesh, spec: Any, ndim: int) -> list[int]:
@@ -247,7 +261,7 @@ ROUND_TRIP = Invariant(
 # ------------------------------------------------------------------------------ invariant 4b
 
 
-def check_host_copy(values: np.ndarray) -> None:
+def check_host_copy(values: np.ndarray, chain: tuple[str, ...] = ()) -> None:
     """A tensor made from a host array holds a copy: the caller writing its array afterwards
     (reusing a buffer, as data loaders do) leaves the tensor alone.
 
@@ -261,7 +275,8 @@ def check_host_copy(values: np.ndarray) -> None:
     the field run saw 43 of 50 writes win) and tried ``RACE_TRIALS`` (16) times, fresh buffer each
     time: a runtime with the race fails every replay of the example but with probability
     0.14 ** 16 = 2.2e-14 (``harness.scenarios.host_aliasing``), one that copies first passes them
-    all."""
+    all. The first tensor is also read through the views of ``chain`` (where the runtime has
+    aliasing): a view can read the adopted buffer even where a plain read was copied first."""
     rt = adapters.current()
     adapters.require(rt, base.TENSORS)
     backend = jax.default_backend()
@@ -279,6 +294,12 @@ def check_host_copy(values: np.ndarray) -> None:
             f"the tensor changed when its host array was written after it was made ({values.dtype}, {values.shape}): "
             "the device buffer aliases the caller's memory"
         )
+        if attempt == 0 and chain and base.ALIASING in rt.capabilities:
+            got, want = rt.to_host(pst.view_chain(rt, t, chain, values.shape)), pst.numpy_chain(values, chain)
+            assert same_bits(got, want), (
+                f"the tensor read through the views {chain} changed when its host array was written after it was "
+                f"made ({values.dtype}, {values.shape}): the device buffer aliases the caller's memory"
+            )
 
 
 def _check_host_copy_racing(rt: Any, values: np.ndarray, backend: str) -> None:
@@ -301,7 +322,7 @@ def _check_host_copy_racing(rt: Any, values: np.ndarray, backend: str) -> None:
 @st.composite
 def _host_copy_examples(draw: st.DrawFn) -> dict[str, Any]:
     shape = tuple(draw(st.lists(pst.ints(1, 64), max_size=2)))
-    return {"values": draw(pst.host_arrays(shape, draw(pst.dtypes())))}
+    return {"values": draw(pst.host_arrays(shape, draw(pst.dtypes()))), "chain": draw(pst.alias_chains(shape))}
 
 
 HOST_COPY = Invariant(
@@ -386,29 +407,59 @@ UNEVEN_SPLIT = Invariant(
 # ------------------------------------------------------------------------------ invariant 3c
 
 
-def check_view_sharding(mesh: Any, spec: Any, values: np.ndarray, perm: tuple[int, ...]) -> None:
+def check_view_sharding(
+    mesh: Any, spec: Any, values: np.ndarray, perm: tuple[int, ...], chain: tuple[str, ...] = ()
+) -> None:
     """Sharding a permuted view lays the view out by the spec: after a step the base holds the
-    spec permuted back, and both read the right values (whether the base was device data or
-    pending when the view was marked)."""
+    spec permuted back, and the base, the chain's last view, the marked view and a slice of it read the
+    right values (whether the base was device data or pending when the view was marked).
+
+    ``chain`` (``strategies.alias_chains`` over ``LAYOUT_VIEWS``: detaches, transposes,
+    permutations) comes between the base and the permutation: the layout has to find its way back
+    through every link, as a write does, and a permutation of a permuted detach is where an
+    inverse that only holds in 2-d, or a negative dimension left as written, shows."""
     rt = adapters.current()
     ndim = values.ndim
     normal = normalize_spec(spec, ndim, mesh)
     t = rt.tensor(values)
-    view = rt.alias(t, "transpose", perm)
+    links = [t]
+    for kind in chain:
+        links.append(pst.runtime_view(rt, links[-1], kind, pst.chain_shape(values.shape, chain[: len(links) - 1])))
+    view = rt.alias(links[-1], "transpose", perm)
     view = rt.mark_sharding(view, mesh, normal)
     rt.step()
     assert np.array_equal(rt.to_host(t), values), "the base's values changed"
-    assert np.array_equal(rt.to_host(view), values.transpose(perm)), "the view's values are wrong"
+    if chain:  # the last link before the permutation (the ones before it read through it)
+        got, want = rt.to_host(links[-1]), pst.numpy_chain(values, chain)
+        assert np.array_equal(got, want), f"the view {chain} of the base reads {got.tolist()}, numpy {want.tolist()}"
+    want = pst.numpy_chain(values, chain).transpose(perm)
+    assert np.array_equal(rt.to_host(view), want), f"the view {(*chain, f'permute{perm}')}'s values are wrong"
+    # a slice of the marked view reads its part of the layout
+    got = rt.to_host(pst.runtime_view(rt, view, "rows", want.shape))
+    assert np.array_equal(got, apply_view("rows", want)), f"the rows of the marked view read {got.tolist()}"
     if base.VIEW_BASE_LAYOUT not in rt.capabilities:
         return  # the runtime keeps a view's annotation on the view (PyTorch/XLA): values only
+    dims = _base_dims(chain, perm, ndim)
     wanted: list[Any] = [None] * ndim
-    for i, d in enumerate(perm):
-        wanted[d % ndim] = normal[i]
+    for i, d in enumerate(dims):
+        wanted[d] = normal[i]
     reported = rt.sharding_spec(t)
     assert spelled(reported) == expected_read_back(tuple(wanted)) or same_layout(mesh, reported, tuple(wanted), ndim), (
-        f"marking the view permute{perm} with {normal!r} left the base laid out {rt.sharding_spec(t)!r}, "
-        f"expected {tuple(wanted)!r}"
+        f"marking the view {(*chain, f'permute{perm}')} with {normal!r} left the base laid out "
+        f"{rt.sharding_spec(t)!r}, expected {tuple(wanted)!r}"
     )
+
+
+def _base_dims(chain: tuple[str, ...], perm: tuple[int, ...], ndim: int) -> list[int]:
+    """For each dimension of the view ``chain`` then ``permute(perm)`` makes, the base's dimension
+    it is (every link a detach, a transpose or a permutation)."""
+    dims = list(range(ndim))
+    for kind in (*chain, "permute:" + ",".join(map(str, perm))):
+        if kind == "transpose":
+            dims = dims[::-1]
+        elif kind.startswith("permute:"):
+            dims = [dims[d % ndim] for d in permutation(kind)]
+    return dims
 
 
 @st.composite
@@ -418,13 +469,14 @@ def _view_examples(draw: st.DrawFn) -> dict[str, Any]:
     perm = draw(pst.choice(tuple(p for p in itertools.permutations(range(ndim)) if p != tuple(range(ndim)))))
     if draw(st.booleans()):
         perm = tuple(d - ndim for d in perm)  # written with negative dimensions
+    chain = draw(pst.alias_chains((2,) * ndim, max_length=3, families=pst.LAYOUT_VIEWS))
     spec = draw(pst.partition_specs(mesh, ndim))
     view_shape = draw(pst.sharded_shapes(mesh, spec))
     shape = [0] * ndim
-    for i, d in enumerate(perm):
-        shape[d % ndim] = view_shape[i]
+    for i, d in enumerate(_base_dims(chain, perm, ndim)):
+        shape[d] = view_shape[i]
     values = np.arange(math.prod(shape), dtype=np.float32).reshape(shape)
-    return {"mesh": mesh, "spec": spec, "values": values, "perm": perm}
+    return {"mesh": mesh, "spec": spec, "values": values, "perm": perm, "chain": chain}
 
 
 VIEW_SHARDING = Invariant(
@@ -432,7 +484,7 @@ VIEW_SHARDING = Invariant(
     title="sharding a permuted view lays the base out by the spec permuted back",
     check=check_view_sharding,
     examples=_view_examples,
-    size=lambda example: example["values"].ndim + len(example["mesh"].axis_names) - 1,
+    size=lambda example: example["values"].ndim + len(example["mesh"].axis_names) - 1 + len(example["chain"]),
     max_examples=40,
     needs=(base.TENSORS, base.SHARDING, base.SHARDING_READBACK, base.ALIASING, base.STEP),
 )

@@ -29,6 +29,7 @@ import tempfile
 from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -39,14 +40,9 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 from harness import adapters
 from harness.adapters import base
 from harness.properties.base import Invariant
-from harness.properties.model import (
-    BASE_SHAPES,
-    AliasModel,
-    permutation,
-    view_index,
-    view_kinds,
-    view_shape,
-)
+from harness.properties.model import BASE_SHAPES, AliasModel, view_kinds
+from harness.properties.strategies import runtime_view
+from harness.properties.swarm import enabled_in_order, swarm
 from harness.runtime import config, faults
 
 MAX_TENSORS = 12
@@ -168,6 +164,13 @@ def operations(vocabulary: tuple[str, ...] | None = None, reach: int = MAX_TENSO
     unknown = [n for n in names if n not in VOCABULARY]
     if unknown or not names:
         raise ValueError(f"operations({names}): unknown kinds {unknown}; known: {tuple(VOCABULARY)}")
+    return _operations(names, reach)
+
+
+@lru_cache(maxsize=4096)
+def _operations(names: tuple[str, ...], reach: int) -> st.SearchStrategy[Op]:
+    """Built once per (kinds, reach): a swarm asks for many subsets, each thousands of times, and
+    hypothesis validates every new strategy object on its first draw."""
     ref = st.integers(0, reach - 1)
     refs = st.lists(ref, min_size=1, max_size=3).map(tuple)
     built = {n: VOCABULARY[n][1](ref, refs) for n in names}
@@ -199,11 +202,26 @@ def _pending_readers() -> st.SearchStrategy[list[Op]]:
     ).map(list)
 
 
+def _alias_chain() -> st.SearchStrategy[list[Op]]:
+    """A view of one of the two newest tensors (the 3-d base among them at the start), one to
+    three views of each view just made, then a write through the last: a write that has to find
+    its way back through every link of a chain (a cyclic 3-d permutation inverted wrong, a
+    negative dimension left unnormalized, a slice of a transposed detach). Drawn op by op, three
+    aliases of the newest tensor in a row come up in a few programs in a thousand."""
+    write = st.one_of(_inplace(st.just(0)), st.builds(InPlaceTensor, st.just(0), st.just(0), st.sampled_from(("add", "copy"))))
+    return st.tuples(
+        st.builds(Alias, st.integers(0, 1), st.integers(0, 8)),
+        st.lists(st.builds(Alias, st.just(0), st.integers(0, 8)), min_size=1, max_size=3),
+        write,
+    ).map(lambda parts: [parts[0], *parts[1], parts[2]])
+
+
 #: sequences of operations drawn as one block (``programs(motifs=...)``): the operations still
 #: come up one by one as well, and shrinking takes a block apart when fewer operations fail too
 MOTIFS: dict[str, Callable[[], st.SearchStrategy[list[Op]]]] = {
     "aliased_writes": _aliased_writes,
     "pending_readers": _pending_readers,
+    "alias_chain": _alias_chain,
 }
 
 
@@ -215,6 +233,7 @@ def programs(
     reach: int = MAX_TENSORS,
     min_ops: int = 1,
     motifs: tuple[str, ...] = (),
+    swarmed: bool = True,
 ) -> st.SearchStrategy[dict[str, Any]]:
     """A runtime configuration, a straight-line program of operations and, when the runtime under
     test runs its executor on ``harness.sched`` primitives (the reference runtime), a schedule
@@ -225,21 +244,27 @@ def programs(
     being shorter than the sequences a focused search is after (hypothesis favours short lists);
     ``motifs`` (names in ``MOTIFS``) mixes in blocks of operations that only mean something
     together, half of the draws, so that the sequence a family of bugs needs is not left to
-    chance; ``min_ops`` then counts blocks, and the program is still cut at ``max_ops``."""
+    chance; ``min_ops`` then counts blocks, and the program is still cut at ``max_ops``.
+
+    ``swarmed`` (the default) draws, per program, which operation kinds and motifs it may use
+    (``harness.properties.swarm``) before drawing the program from them alone: combinations the
+    whole vocabulary dilutes (long alias chains, writes on values left pending) come up many
+    times as often. ``swarmed=False`` draws every program from the whole vocabulary."""
     if scheduled is None:
         scheduled = base.FAULT_SWITCHES in adapters.current().capabilities
     unknown = [m for m in motifs if m not in MOTIFS]
     if unknown:
         raise ValueError(f"programs(motifs={motifs}): unknown {unknown}; known: {tuple(MOTIFS)}")
-    ops = operations(vocabulary, reach)
-    if motifs:
-        single = ops.map(lambda op: [op])
-        blocks = st.one_of(single, *[MOTIFS[m]() for m in motifs])
-        program = st.lists(blocks, min_size=min_ops, max_size=max_ops).map(
-            lambda drawn: [op for block in drawn for op in block][:max_ops]
+    names = tuple(VOCABULARY) if vocabulary is None else vocabulary
+    operations(names, reach)  # refuses unknown kinds here, not at the first draw
+    features = (*names, *motifs)
+    program: st.SearchStrategy[list[Op]]
+    if swarmed:
+        program = swarm(features).flatmap(
+            lambda enabled: _program(enabled_in_order(features, enabled), reach, min_ops, max_ops)
         )
     else:
-        program = st.lists(ops, min_size=min_ops, max_size=max_ops)
+        program = _program(features, reach, min_ops, max_ops)
     fields: dict[str, st.SearchStrategy[Any]] = {
         "functionalization": st.booleans(),
         "param_aliasing": st.booleans() if param_aliasing is None else st.just(param_aliasing),
@@ -250,6 +275,21 @@ def programs(
 
         fields["schedule"] = sched.hypothesis_schedules()
     return st.fixed_dictionaries(fields)
+
+
+@lru_cache(maxsize=4096)
+def _program(features: tuple[str, ...], reach: int, min_ops: int, max_ops: int) -> st.SearchStrategy[list[Op]]:
+    """Programs over the enabled ``features``: operation kinds (in ``VOCABULARY``) drawn one by
+    one, and motifs (in ``MOTIFS``) drawn as blocks; built once per enabled set."""
+    kinds = tuple(f for f in features if f in VOCABULARY)
+    blocks = [MOTIFS[f]() for f in features if f in MOTIFS]
+    if not blocks:
+        return st.lists(operations(kinds, reach), min_size=min_ops, max_size=max_ops)
+    if kinds:
+        blocks.insert(0, operations(kinds, reach).map(lambda op: [op]))
+    return st.lists(st.one_of(*blocks), min_size=min_ops, max_size=max_ops).map(
+        lambda drawn: [op for block in drawn for op in block][:max_ops]
+    )
 
 
 # ------------------------------------------------------------------------------ interpreter
@@ -320,7 +360,7 @@ class Interpreter:
                 i = self._t(op.src)
                 kinds = view_kinds(m.shape(i))
                 kind = kinds[op.kind % len(kinds)]
-                self._add(_runtime_view(rt, ts[i], kind, m.shape(i)), m.alias(i, kind))
+                self._add(runtime_view(rt, ts[i], kind, m.shape(i)), m.alias(i, kind))
         elif isinstance(op, InPlace):
             i = self._t(op.dst)
             rt.inplace(ts[i], op.op, op.scalar)
@@ -403,18 +443,6 @@ class Interpreter:
             self.rt.wait()
 
 
-def _runtime_view(rt: Any, t: Any, kind: str, shape: tuple[int, ...]) -> Any:
-    if kind == "detach":
-        return rt.alias(t, "detach")
-    if kind in ("reshape", "flatten"):
-        return rt.alias(t, "reshape", view_shape(kind, shape))
-    if kind == "transpose":
-        return rt.alias(t, "transpose")
-    if kind.startswith("permute:"):
-        return rt.alias(t, "transpose", permutation(kind))
-    return rt.alias(t, "index", view_index(kind, shape))
-
-
 def run_program(functionalization: bool, param_aliasing: bool, program: list[Op], schedule: Any = None) -> None:
     """Run one program against the model, checking after every operation and at the end; under
     ``schedule`` (a ``harness.sched`` policy) the program and the executor thread interleave as it
@@ -458,6 +486,7 @@ SAVE_ALIASING = Invariant(
     examples=lambda: programs(
         6, scheduled=False, vocabulary=("alias", "inplace_tensor", "inplace", "derive", "save", "mark_step", "read"), reach=2,
         min_ops=2, motifs=("aliased_writes",),
+        swarmed=False,  # its motif is the rare sequence; a swarm doubled its time in compiles
     ),
     catches=(faults.ALIASED_SAVE,),
     size=lambda example: len(example["program"]),
@@ -471,7 +500,10 @@ VIEW_WRITES = Invariant(
     id="view-writes",
     title="writes through views of views (3-d permutations, negative dimensions, slices) land where numpy's do",
     check=run_program,
-    examples=lambda: programs(5, scheduled=False, vocabulary=("alias", "inplace", "inplace_tensor", "read"), reach=2, min_ops=2),
+    examples=lambda: programs(
+        5, scheduled=False, vocabulary=("alias", "inplace", "inplace_tensor", "read"), reach=2, min_ops=2,
+        motifs=("alias_chain",),
+    ),
     size=lambda example: len(example["program"]),
     max_examples=100,
     needs=(base.TENSORS, base.ALIASING),
@@ -498,6 +530,7 @@ PARTIAL_SYNC = Invariant(
     examples=lambda: programs(
         5, scheduled=False, vocabulary=("inplace", "derive", "sync"),
         param_aliasing=True, reach=2, min_ops=2, motifs=("pending_readers",),
+        swarmed=False,  # three kinds and a motif: a swarm adds little here and costs compiles
     ),
     catches=(faults.PARTIAL_SYNC_DONATION,),
     size=lambda example: len(example["program"]),
@@ -512,7 +545,8 @@ SYNC_WAITS = Invariant(
     title="after a waiting sync or wait_device_ops every handle is filled, in any interleaving",
     check=run_program,
     examples=lambda: programs(
-        5, vocabulary=("derive", "inplace", "sync", "collect", "read_handles", "mark_step"), reach=1, min_ops=2
+        5, vocabulary=("derive", "inplace", "sync", "collect", "read_handles", "mark_step"), reach=1, min_ops=2,
+        swarmed=False,  # its bug needs the schedule, not a rare sequence; a swarm only costs compiles
     ),
     catches=(faults.RACE_ON_HANDLES,),
     size=lambda example: len(example["program"]),
@@ -674,6 +708,16 @@ class SyncAliasMachine(RuleBasedStateMachine):
     @rule(refs=_refs)
     def read_handles(self, refs: tuple[int, ...]) -> None:
         self._do(ReadHandles(refs))
+
+    @ready
+    @rule(block=st.one_of(*(make() for make in MOTIFS.values())))
+    def motif(self, block: list[Op]) -> None:
+        """A block of operations that only mean something together (``MOTIFS``: a chain of views
+        written through, an aliased write then a save, a pending reader then a sync): rules are
+        drawn one at a time, and the machine's rules are already swarmed by hypothesis itself
+        (a random subset of them per run), so a block is how a chain of four views gets in."""
+        for op in block:
+            self._do(op)
 
     @invariant()
     def device_data_agrees(self) -> None:

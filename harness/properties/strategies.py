@@ -357,3 +357,95 @@ def mesh_spec_shape(max_ndim: int = 3, **mesh_kwargs: Any) -> st.SearchStrategy[
     if max_ndim < 0:
         raise ValueError(f"mesh_spec_shape(max_ndim={max_ndim}): a rank is 0 or more")
     return _mesh_spec_shape(max_ndim, meshes(**mesh_kwargs))
+
+
+# ------------------------------------------------------------------------------ alias chains
+# A chain is a tuple of view kinds (``harness.properties.model``: ``detach``, ``reshape``,
+# ``flatten``, ``transpose``, ``permute:...``, ``rows``, ``strided``), each applied to the view the
+# one before it made: a slice of a detached transpose, a reshape of a permuted detach. The same
+# chain is applied to a runtime tensor (``view_chain``) and to a numpy array (``numpy_chain``), so
+# a read-back through it has an exact expected value.
+
+#: the view kinds that carry a layout through (a dimension of the view is a dimension of the
+#: base): what a chain marked with a sharding may hold
+LAYOUT_VIEWS: tuple[str, ...] = ("detach", "transpose", "permute")
+
+
+def _family(kind: str) -> str:
+    return kind.split(":", 1)[0]
+
+
+def chain_shape(shape: tuple[int, ...], chain: Sequence[str]) -> tuple[int, ...]:
+    """The shape at the end of ``chain`` applied to a value of ``shape``."""
+    return numpy_chain(np.empty(shape, np.bool_), chain).shape
+
+
+def numpy_chain(values: np.ndarray, chain: Sequence[str]) -> np.ndarray:
+    """``values`` seen through every view of ``chain`` in turn (a numpy view, no copy)."""
+    from harness.properties.model import apply_view
+
+    for kind in chain:
+        values = apply_view(kind, values)
+    return values
+
+
+def runtime_view(rt: Any, t: Any, kind: str, shape: tuple[int, ...]) -> Any:
+    """The view ``kind`` of the runtime tensor ``t`` of ``shape`` (``rt``: an adapter)."""
+    from harness.properties.model import permutation, view_index, view_shape
+
+    if kind == "detach":
+        return rt.alias(t, "detach")
+    if kind in ("reshape", "flatten"):
+        return rt.alias(t, "reshape", view_shape(kind, shape))
+    if kind == "transpose":
+        return rt.alias(t, "transpose")
+    if kind.startswith("permute:"):
+        return rt.alias(t, "transpose", permutation(kind))
+    return rt.alias(t, "index", view_index(kind, shape))
+
+
+def view_chain(rt: Any, t: Any, chain: Sequence[str], shape: tuple[int, ...]) -> Any:
+    """The runtime tensor ``t`` of ``shape`` seen through every view of ``chain`` in turn."""
+    for kind in chain:
+        t = runtime_view(rt, t, kind, shape)
+        shape = chain_shape(shape, (kind,))
+    return t
+
+
+@st.composite
+def _alias_chains(data: st.DrawFn, shape: tuple[int, ...], min_length: int, max_length: int, families: tuple[str, ...]) -> tuple[str, ...]:
+    from harness.properties.model import view_kinds
+
+    chain: list[str] = []
+    for _ in range(data(ints(min_length, max_length))):
+        kinds = tuple(k for k in view_kinds(shape) if _family(k) in families)
+        if not kinds:
+            break
+        chain.append(kinds[data(ints(0, len(kinds) - 1))])
+        shape = chain_shape(shape, chain[-1:])
+    return tuple(chain)
+
+
+def alias_chains(
+    shape: Sequence[int], *, min_length: int = 0, max_length: int = 4, families: Sequence[str] | None = None
+) -> st.SearchStrategy[tuple[str, ...]]:
+    """Chains of views of a value of ``shape``, ``min_length`` to ``max_length`` long (each length
+    alike likely: a long chain is what a write-back or layout read-back gets wrong, and op by op it
+    is rare), each view one that applies to the shape the chain has reached. ``families`` keeps
+    only some kinds (``LAYOUT_VIEWS``: the views a sharding can be marked through); a chain stops
+    early where none applies (a 0-d value has only ``detach``)."""
+    from harness.properties.model import view_kinds
+
+    shape = tuple(shape)
+    known = {_family(k) for k in ("detach", "reshape", "flatten", "transpose", "permute:", "rows", "strided")}
+    chosen = tuple(sorted(known)) if families is None else tuple(families)
+    if not 0 <= min_length <= max_length or set(chosen) - known:
+        raise ValueError(f"alias_chains(min_length={min_length}, max_length={max_length}, families={chosen}): known families {sorted(known)}")
+    if min_length and not any(_family(k) in chosen for k in view_kinds(shape)):
+        raise ValueError(f"alias_chains({shape}, families={chosen}): no such view applies to that shape")
+    return _alias_chains_of(shape, min_length, max_length, chosen)
+
+
+@lru_cache(maxsize=1024)
+def _alias_chains_of(shape: tuple[int, ...], min_length: int, max_length: int, families: tuple[str, ...]) -> st.SearchStrategy[tuple[str, ...]]:
+    return _alias_chains(shape, min_length, max_length, families)

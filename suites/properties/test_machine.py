@@ -165,3 +165,115 @@ def test_a_motif_puts_its_whole_sequence_in_many_programs_and_keeps_the_length_b
 def test_an_unknown_motif_is_named() -> None:
     with pytest.raises(ValueError, match="unknown.*known: .*aliased_writes"):
         programs(motifs=("no_such_motif",))
+
+
+VIEW_KINDS = ("alias", "inplace", "inplace_tensor", "read")
+
+
+def _longest_chain(program: list) -> int:
+    """The longest chain of views a program makes, resolving references as the interpreter does
+    (two tensors to start, at most ``MAX_TENSORS``)."""
+    from harness.properties.machine import MAX_TENSORS
+
+    depths = [0, 0]
+    for op in program:
+        room = MAX_TENSORS - len(depths)
+        if isinstance(op, Alias) and room > 0:
+            depths.append(depths[len(depths) - 1 - op.src % len(depths)] + 1)
+        elif isinstance(op, Create | Derive) and room > 0:
+            depths.append(0)
+        elif isinstance(op, SaveLoad):
+            depths += [0] * min(room, len(set(op.targets)))
+    return max(depths)
+
+
+@pytest.mark.options_independent
+def test_swarmed_programs_use_few_kinds_and_view_writes_makes_long_alias_chains() -> None:
+    """Per program a subset of the kinds: programs of one or two kinds come up many times as often
+    as from the whole vocabulary; and view-writes' programs make chains of three views and more
+    (its ``alias_chain`` motif, itself a feature the swarm switches on and off)."""
+    from hypothesis import given
+    from hypothesis import strategies as st
+
+    from harness.properties import VIEW_WRITES
+
+    swarmed = programs(12, scheduled=False, reach=4, min_ops=3)
+    whole = programs(12, scheduled=False, reach=4, min_ops=3, swarmed=False)
+    # view-writes' programs as they were drawn before the swarm and the motif
+    plain_writes = programs(5, scheduled=False, vocabulary=VIEW_KINDS, reach=2, min_ops=2, swarmed=False)
+    counts = {"swarmed": 0, "whole": 0, "chains": 0, "plain chains": 0}
+
+    @settings(max_examples=120, derandomize=True, database=None, deadline=None)
+    @given(st.data())
+    def draw(data: st.DataObject) -> None:
+        for name, strategy in (("swarmed", swarmed), ("whole", whole)):
+            program = data.draw(strategy)["program"]
+            counts[name] += len(program) >= 4 and len({type(op) for op in program}) <= 2
+        counts["chains"] += _longest_chain(data.draw(VIEW_WRITES.examples())["program"]) >= 3
+        counts["plain chains"] += _longest_chain(data.draw(plain_writes)["program"]) >= 3
+
+    draw()
+    # when written, of 120: 4+ operations of 2 kinds at most 31 swarmed, 1 whole; chains of 3+
+    # views in 31 view-writes programs, 10 as drawn before (ci/swarm_stats.py: 1,000 as run)
+    assert counts["swarmed"] >= 3 * counts["whole"] + 10, counts
+    assert counts["chains"] >= 2 * counts["plain chains"] + 4, counts
+
+
+@pytest.mark.options_independent
+def test_the_alias_chain_motif_writes_through_chains_of_two_to_four_views() -> None:
+    from hypothesis import given
+
+    from harness.properties.machine import MOTIFS
+
+    lengths = set()
+
+    @settings(max_examples=25, derandomize=True, database=None, deadline=None)
+    @given(MOTIFS["alias_chain"]())
+    def collect(block: list) -> None:
+        *aliases, write = block
+        assert all(isinstance(op, Alias) for op in aliases) and all(op.src == 0 for op in aliases[1:])
+        assert isinstance(write, InPlace | InPlaceTensor) and write.dst == 0
+        lengths.add(len(aliases))
+        run_program(True, True, block)
+
+    collect()
+    assert lengths == {2, 3, 4}
+
+
+def _inverse_taken_as_perm_from_depth(depth: int):
+    """Mutant 05's write-back (a permuted view is transposed back by its permutation, not its
+    inverse), on views at least ``depth`` links from their base only: a bug only a chain of
+    ``depth + 1`` views or more can show."""
+    from harness.runtime import functional, ir
+
+    def update(base, chain, value):
+        if not chain:
+            return value
+        bases = [base]
+        for step in chain[:-1]:
+            bases.append(functional.apply_view(bases[-1], step))
+        new = value
+        for k in reversed(range(len(chain))):
+            step = chain[k]
+            if step[0] == "transpose" and k >= depth:
+                new = ir.Node("transpose", (new,), step[1])
+            else:
+                new = functional.write_back(bases[k], step, new)
+        return new
+
+    return update
+
+
+@pytest.mark.options_independent
+def test_view_writes_finds_a_wrong_inverse_permutation(monkeypatch) -> None:
+    """Mutant 05's mechanism (``suites/properties/mutants/05-*.patch``): view-writes' programs find
+    it within the invariant's CI examples, shrunk to a program with a view in it. (The same slip
+    only from the second view of a chain on is found in 300 examples, from the third on not in
+    300: ``_inverse_taken_as_perm_from_depth`` makes both.)"""
+    from harness.properties import VIEW_WRITES
+    from harness.runtime import functional
+
+    monkeypatch.setattr(functional, "update", _inverse_taken_as_perm_from_depth(0))
+    found = VIEW_WRITES.search(max_examples=VIEW_WRITES.max_examples)
+    assert found is not None, "view-writes missed a write-back transposed by the permutation, not its inverse"
+    assert "Alias(" in found.example, found.example

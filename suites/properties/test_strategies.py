@@ -136,3 +136,82 @@ def test_host_arrays_keep_nan_payloads_and_negative_zero() -> None:
 
     collect()
     assert {"nan", "-0"} <= seen
+
+
+FEATURES = ("alias", "inplace", "derive", "sync", "save", "mark_step")
+
+
+def test_swarm_draws_subsets_never_empty_the_full_set_and_each_feature_both_ways() -> None:
+    from harness.properties.swarm import swarm
+
+    drawn: list[frozenset[str]] = []
+
+    @settings(max_examples=300, derandomize=True, database=None)
+    @given(swarm(FEATURES))
+    def collect(enabled: frozenset[str]) -> None:
+        assert enabled and enabled <= set(FEATURES)
+        drawn.append(enabled)
+
+    collect()
+    assert frozenset(FEATURES) in drawn
+    assert any(len(s) == 1 for s in drawn) and any(1 < len(s) < len(FEATURES) for s in drawn)
+    for feature in FEATURES:
+        on = sum(feature in s for s in drawn)
+        assert 0.3 * len(drawn) < on < 0.9 * len(drawn), (feature, on, len(drawn))
+
+
+def test_swarm_shrinks_towards_the_full_set() -> None:
+    """The enabled set is no part of a counterexample's meaning: shrinking opens it up."""
+    from hypothesis import find
+
+    from harness.properties.swarm import swarm
+
+    assert find(swarm(FEATURES), lambda s: True) == frozenset(FEATURES)
+    assert find(swarm(FEATURES), lambda s: "sync" not in s) == frozenset(FEATURES) - {"sync"}
+
+
+def test_swarm_refuses_an_empty_or_repeated_vocabulary() -> None:
+    from harness.properties.swarm import swarm
+
+    with pytest.raises(ValueError, match="at least one feature"):
+        swarm(())
+    with pytest.raises(ValueError, match="each named once"):
+        swarm(("alias", "alias"))
+
+
+def test_alias_chains_reach_length_four_and_read_back_as_numpy_views() -> None:
+    """Chains of every length up to four are drawn, each view one that applies where the chain
+    has got to, and the reference runtime reads each chain as numpy does."""
+    from harness import adapters
+
+    rt = adapters.current()
+    values = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+    lengths = set()
+
+    @settings(max_examples=60, derandomize=True, database=None, deadline=None)
+    @given(pst.alias_chains(values.shape))
+    def collect(chain: tuple[str, ...]) -> None:
+        lengths.add(len(chain))
+        got = rt.to_host(pst.view_chain(rt, rt.tensor(values), chain, values.shape))
+        want = pst.numpy_chain(values, chain)
+        assert got.shape == pst.chain_shape(values.shape, chain) and np.array_equal(got, want), chain
+
+    collect()
+    assert {0, 1, 2, 3, 4} <= lengths
+
+
+def test_layout_chains_hold_only_views_that_keep_every_dimension() -> None:
+    seen = set()
+
+    @settings(max_examples=80, derandomize=True, database=None)
+    @given(pst.alias_chains((2, 2, 2), min_length=3, families=pst.LAYOUT_VIEWS))
+    def collect(chain: tuple[str, ...]) -> None:
+        assert len(chain) >= 3
+        seen.update(kind.split(":")[0] for kind in chain)
+
+    collect()
+    assert seen == {"detach", "permute"}  # a 3-d value has no plain transpose
+    with pytest.raises(ValueError, match="known families"):
+        pst.alias_chains((2, 2), families=("squeeze",))
+    with pytest.raises(ValueError, match="no such view"):
+        pst.alias_chains((), min_length=1, families=("permute",))
