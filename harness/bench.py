@@ -4,7 +4,7 @@ Cases (``BENCHES``; ``xharness bench`` alone runs ``step``):
 
 - ``step``: steady-state training-step time of the reference runtime vs. plain JAX (below);
 - ``race``: schedule control against the stress baseline on ``race-on-handles`` and ``wait-gap``
-  (``harness.scenarios.race_bench``).
+  (``harness.bench_race``).
 
 The rest of this docstring is the ``step`` case.
 
@@ -222,11 +222,11 @@ def _memory_ok(result: dict[str, Any]) -> bool:
 
 
 def run_race(args: argparse.Namespace) -> int:
-    from harness.scenarios import race_bench
+    from harness import bench_race as race_bench
 
     if args.seeds < 1:
         raise UsageError("--seeds must be at least 1")
-    cmd = [sys.executable, "-m", "harness.scenarios.race_bench", "--seeds", str(args.seeds)]
+    cmd = [sys.executable, "-m", "harness.bench_race", "--seeds", str(args.seeds)]
     env = _child_env(race_bench.DEVICES)
     env.pop("HARNESS_FAULTS", None)  # the case switches the fault itself, on then off
     report = _child_report("race", cmd, env)

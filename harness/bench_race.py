@@ -26,7 +26,7 @@ explore their budgets, stress runs its own; none may fail.
 Also measured: what a schedule point costs with no scheduler active, and how many a training
 step reaches, so that the cost the points add to ``xharness bench``'s step ratios is explicit.
 
-Runs in a fresh child process (``python -m harness.scenarios.race_bench``) with 8 CPU devices,
+Runs in a fresh child process (``python -m harness.bench_race``) with 8 CPU devices,
 the device count ``xharness repro`` uses by default; the child prints one JSON line.
 """
 
@@ -419,7 +419,7 @@ def _fmt(value: Any) -> str:
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="python -m harness.scenarios.race_bench")
+    parser = argparse.ArgumentParser(prog="python -m harness.bench_race")
     parser.add_argument("--seeds", type=int, default=20)
     args = parser.parse_args(argv)
     with contextlib.redirect_stdout(sys.stderr):  # only the report goes to stdout
