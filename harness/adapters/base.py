@@ -13,6 +13,7 @@ Tensors, meshes and modules are opaque handles: only the adapter that made one m
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
@@ -35,10 +36,14 @@ TRAINING = "training"  # modules, optimizers and FSDPv2 in the harness' referenc
 HANDLES = "handles"  # device-data handles read back, execution counts (the executor's contract)
 VIEW_BASE_LAYOUT = "view-base-layout"  # marking a view lays out the storage it views, its base
 LOCAL_SHARDS = "local-shards"  # a sharded tensor's per-device pieces, and a tensor assembled from them
+#: whole training programs in the runtime's own API: parameters, backward, SGD (with momentum)
+#: and Adam, Python scalar schedules, step boundaries (``training_dialect``)
+TRAINING_PROGRAMS = "training-programs"
 
 CAPABILITIES: tuple[str, ...] = (
     TENSORS, MESHES, SHARDING, SHARDING_READBACK, STEP, ASYNC_SYNC, ALIASING, SAVE, FSDP, DONATION,
     DISCOVERY_COUNT, FAULT_SWITCHES, OP_SHARDING, TRAINING, HANDLES, VIEW_BASE_LAYOUT, LOCAL_SHARDS,
+    TRAINING_PROGRAMS,
 )
 
 # ------------------------------------------------------------------------------ behaviours
@@ -46,6 +51,34 @@ CAPABILITIES: tuple[str, ...] = (
 #: each runtime to the choice it declares, and a declared choice is never a capability a check
 #: may need (the reference runtime, which declares every capability, makes none of these).
 PADS_UNEVEN = "pads-uneven"  # a split that does not divide a dimension is accepted and padded
+
+
+@dataclass(frozen=True)
+class TrainingDialect:
+    """How a runtime spells the statements of a training program, so that a generated program
+    (``harness.properties.training``) is plain code in the runtime's own API: the code that runs
+    is the code a failure prints, and a person can paste it. Tensor arithmetic (``@``, ``.T``,
+    ``.relu()``, ``.mean(-1, keepdim=True)``, ``.backward()``, ``.grad``, ``add_``...) is
+    torch's in every dialect; only what differs between runtimes is here. Each entry is a
+    ``str.format`` template; names in braces are filled in by the generator.
+    """
+
+    #: imports and process setup (``{options}``: the runtime options line, possibly empty)
+    prelude: str
+    #: the runtime options a program sets (``{functionalization}``, ``{param_aliasing}``); empty
+    #: where the runtime fixes them at start-up
+    options: str
+    tensor: str  # a tensor from a numpy expression ``{array}``
+    parameter: str  # a leaf tensor that requires grad, from ``{array}``
+    mesh: str  # ``{ids}`` (a list), ``{shape}``, ``{names}`` (tuples)
+    mark_sharding: str  # ``{t}``, ``{mesh}``, ``{spec}``
+    sgd: str  # ``{params}``, ``{lr}``, ``{momentum}``, ``{weight_decay}``
+    adam: str  # ``{params}``, ``{lr}``, ``{eps}``
+    set_lr: str  # ``{opt}``, ``{lr}``: the learning rate of every parameter from now on
+    mark_step: str  # a step boundary: everything pending runs
+    sync: str  # ``{tensors}`` (a list expression): a waiting sync of those tensors alone
+    read: str  # ``{t}``: the tensor's value as a numpy array
+    compile_count: str  # an int expression: programs compiled by this process so far
 
 
 class Unsupported(Exception):
@@ -195,6 +228,10 @@ class BaseAdapter:
         """The mesh's cached sharding for ``spec``, passed as given (an unhashable spec must fail
         the way the runtime fails)."""
         raise self._lacks(OP_SHARDING)
+
+    def training_dialect(self) -> TrainingDialect:
+        """How the runtime spells a training program's statements (``TRAINING_PROGRAMS``)."""
+        raise self._lacks(TRAINING_PROGRAMS)
 
     def save(self, tensors: dict[str, Any], path: str) -> None:
         raise self._lacks(SAVE)

@@ -131,3 +131,24 @@ class ReferenceAdapter(base.TorchStyleAliasing, base.BaseAdapter):
 
     def op_sharding(self, mesh: Any, spec: Any) -> Any:
         return mesh.get_op_sharding(spec)
+
+    def training_dialect(self) -> base.TrainingDialect:
+        return REFERENCE_DIALECT
+
+
+#: a training program in the reference runtime's own API (``import harness.runtime as xr``)
+REFERENCE_DIALECT = base.TrainingDialect(
+    prelude="import numpy as np\n\nimport harness.runtime as xr\n",
+    options="xr.configure(functionalization={functionalization}, param_aliasing={param_aliasing})",
+    tensor="xr.tensor({array})",
+    parameter="xr.nn.Parameter({array})",
+    mesh="xr.Mesh({ids}, {shape}, {names})",
+    mark_sharding="xr.mark_sharding({t}, {mesh}, {spec})",
+    sgd="xr.optim.SGD({params}, lr={lr}, momentum={momentum}, weight_decay={weight_decay})",
+    adam="xr.optim.Adam({params}, lr={lr}, eps={eps})",
+    set_lr="{opt}.lr = {lr}",
+    mark_step="xr.mark_step()",
+    sync="xr.sync({tensors}, wait=True)",
+    read="{t}.numpy()",
+    compile_count="xr.compile_count()",
+)

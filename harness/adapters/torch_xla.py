@@ -79,6 +79,8 @@ class TorchXlaAdapter(base.TorchStyleAliasing, base.BaseAdapter):
             caps.add(base.SHARDING_READBACK)
         if hasattr(self.C, "_get_tensors_xla_device_data_node"):
             caps.add(base.ASYNC_SYNC)
+        if hasattr(self.C, "_xla_sync_multi"):  # the partial sync training programs draw
+            caps.add(base.TRAINING_PROGRAMS)
         if hasattr(self.xs.Mesh, "get_op_sharding"):
             caps.add(base.OP_SHARDING)
         try:
@@ -215,6 +217,33 @@ class TorchXlaAdapter(base.TorchStyleAliasing, base.BaseAdapter):
 
     def derive(self, t: Any) -> Any:
         return t * 2 + 1
+
+    def training_dialect(self) -> base.TrainingDialect:
+        """A training program in torch's own API on the XLA device: parameters are device leaves
+        (``torch.tensor(..., device=device, requires_grad=True)``), the optimizers torch's, the
+        learning rate set through the parameter groups, the compile count XLA's ``CompileTime``
+        metric. A sync of chosen tensors is the call ``sync`` makes (``xm.unlazy``'s)."""
+        device = "torch_xla.device()" if hasattr(self.torch_xla, "device") else "xm.xla_device()"
+        step = "torch_xla.sync()" if hasattr(self.torch_xla, "sync") else "xm.mark_step()"
+        return base.TrainingDialect(
+            prelude=(
+                "import numpy as np\nimport torch\nimport torch_xla\nimport torch_xla.core.xla_model as xm\n"
+                "import torch_xla.debug.metrics as met\nimport torch_xla.distributed.spmd as xs\n"
+                f"import torch_xla.runtime as xr\n\nxr.use_spmd()\ndevice = {device}\n"
+            ),
+            options="",
+            tensor="torch.tensor({array}, device=device)",
+            parameter="torch.tensor({array}, device=device, requires_grad=True)",
+            mesh="xs.Mesh(np.array({ids}), {shape}, {names})",
+            mark_sharding="xs.mark_sharding({t}, {mesh}, {spec})",
+            sgd="torch.optim.SGD({params}, lr={lr}, momentum={momentum}, weight_decay={weight_decay})",
+            adam="torch.optim.Adam({params}, lr={lr}, eps={eps})",
+            set_lr="for group in {opt}.param_groups:\n    group['lr'] = {lr}",
+            mark_step=step,
+            sync="torch_xla._XLAC._xla_sync_multi({tensors}, devices=[], wait=True, sync_xla_data=True)",
+            read="{t}.detach().cpu().numpy()",
+            compile_count='(met.metric_data("CompileTime") or (0,))[0]',
+        )
 
     # -- persistence
     def save(self, tensors: dict[str, Any], path: str) -> None:

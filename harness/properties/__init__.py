@@ -13,6 +13,12 @@ from __future__ import annotations
 
 from harness.properties.base import Falsified, Invariant
 from harness.properties.compiles import COMPILE_STABILITY, check_compile_stability
+from harness.properties.differential import (
+    STEP_BOUNDARY,
+    TRAINING_DIFFERENTIAL,
+    check_step_boundaries,
+    check_training,
+)
 from harness.properties.discovery import DISCOVERY_IDEMPOTENCE, check_discovery
 from harness.properties.donation import (
     DONATION,
@@ -66,6 +72,10 @@ from harness.properties.strategies import (
 )
 
 __all__ = [
+    "STEP_BOUNDARY",
+    "TRAINING_DIFFERENTIAL",
+    "check_step_boundaries",
+    "check_training",
     "BUFFER_SHARING",
     "COMPILE_STABILITY",
     "FAILURE_SAFETY",

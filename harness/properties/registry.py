@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from harness.properties.base import Invariant
 from harness.properties.compiles import COMPILE_STABILITY
+from harness.properties.differential import STEP_BOUNDARY, TRAINING_DIFFERENTIAL
 from harness.properties.discovery import DISCOVERY_IDEMPOTENCE
 from harness.properties.donation import DONATION, SHARED_BUFFER, SHARED_SHARDS
 from harness.properties.failures import FAILURE_SAFETY
@@ -42,6 +43,8 @@ INVARIANTS: tuple[Invariant, ...] = (
     SHARED_SHARDS,
     COMPILE_STABILITY,
     FAILURE_SAFETY,
+    TRAINING_DIFFERENTIAL,
+    STEP_BOUNDARY,
 )
 
 

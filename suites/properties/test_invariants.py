@@ -66,7 +66,11 @@ test_compile_stability = OPTIONS_INDEPENDENT(COMPILE_STABILITY.hypothesis_test()
 
 
 #: invariants whose ready test lives in a module of its own, beside the direct tests it rests on
-ELSEWHERE = {"failure-safety": "test_failures.py"}
+ELSEWHERE = {
+    "failure-safety": "test_failures.py",
+    "training-differential": "test_differential.py",
+    "step-boundary": "test_differential.py",
+}
 
 
 def test_every_registered_invariant_runs_here() -> None:
