@@ -31,8 +31,10 @@ from harness.properties import (
     SHARED_BUFFER,
     SHARED_SHARDS,
     SPEC_NORMALIZATION,
+    STEP_BOUNDARY,
     SYNC_ALIASING,
     SYNC_WAITS,
+    TRAINING_DIFFERENTIAL,
     UNEVEN_SPLIT,
     VIEW_SHARDING,
     VIEW_WRITES,
@@ -63,14 +65,12 @@ test_shared_shards = SHARED_SHARDS.hypothesis_test()
 test_waiting_sync = WAITING_SYNC.hypothesis_test()
 test_partial_sync = OPTIONS_INDEPENDENT(PARTIAL_SYNC.hypothesis_test())
 test_compile_stability = OPTIONS_INDEPENDENT(COMPILE_STABILITY.hypothesis_test())
+test_training_differential = OPTIONS_INDEPENDENT(TRAINING_DIFFERENTIAL.hypothesis_test())
+test_step_boundary = OPTIONS_INDEPENDENT(STEP_BOUNDARY.hypothesis_test())
 
 
 #: invariants whose ready test lives in a module of its own, beside the direct tests it rests on
-ELSEWHERE = {
-    "failure-safety": "test_failures.py",
-    "training-differential": "test_differential.py",
-    "step-boundary": "test_differential.py",
-}
+ELSEWHERE = {"failure-safety": "test_failures.py"}
 
 
 def test_every_registered_invariant_runs_here() -> None:

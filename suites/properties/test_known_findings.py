@@ -46,5 +46,7 @@ def test_every_finding_names_a_known_invariant_and_scenario() -> None:
 
 
 def test_invariants_whose_failure_breaks_the_process_are_named_for_isolation() -> None:
-    assert isolated_invariants("torch_xla", "2.9.0") == ["partial-sync", "sync-aliasing"]
+    assert isolated_invariants("torch_xla", "2.9.0") == [
+        "partial-sync", "step-boundary", "sync-aliasing", "training-differential",
+    ]
     assert isolated_invariants("jax", "0.10.2") == []

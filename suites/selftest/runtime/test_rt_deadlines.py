@@ -39,7 +39,9 @@ def release() -> Iterator[threading.Event]:
 
 
 def _plan_of(t: xr.Tensor) -> executor._Plan:
-    """The plan of the newest compiled program (the one ``t``'s step just compiled)."""
+    """The plan of the newest compiled program (the one ``t``'s step just compiled). The cache is
+    emptied first: a program an earlier test compiled would be a hit, not the newest entry."""
+    executor.clear_cache()
     t.numpy()
     plan = list(executor._cache.values())[-1]
     assert isinstance(plan, executor._Plan)
