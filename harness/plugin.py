@@ -46,6 +46,8 @@ _MARKERS = (
     "in those options would run it identically, so the shipped matrix leaves it out of cpu-8-nofunc",
     "cell_independent: the outcome depends on neither the device count nor the runtime options (a "
     "fake executable, a faked backend, a fixed exploration); the shipped matrix runs it in cpu-8 only",
+    "crash_points: kills writers at each file operation in child processes of its own (own_process "
+    "too); the shipped matrix runs these in cpu-1, the shortest cell, and not in cpu-8",
 )
 
 

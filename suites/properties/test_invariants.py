@@ -65,8 +65,8 @@ test_shared_shards = SHARED_SHARDS.hypothesis_test()
 test_waiting_sync = WAITING_SYNC.hypothesis_test()
 test_partial_sync = OPTIONS_INDEPENDENT(PARTIAL_SYNC.hypothesis_test())
 test_compile_stability = OPTIONS_INDEPENDENT(COMPILE_STABILITY.hypothesis_test())
-test_training_differential = OPTIONS_INDEPENDENT(TRAINING_DIFFERENTIAL.hypothesis_test())
-test_step_boundary = OPTIONS_INDEPENDENT(STEP_BOUNDARY.hypothesis_test())
+test_training_differential = TRAINING_DIFFERENTIAL.hypothesis_test()
+test_step_boundary = STEP_BOUNDARY.hypothesis_test()
 
 
 #: invariants whose ready test lives in a module of its own, beside the direct tests it rests on

@@ -187,7 +187,7 @@ def _longest_chain(program: list) -> int:
     return max(depths)
 
 
-@pytest.mark.options_independent
+@pytest.mark.cell_independent  # strategies only: one cell checks them
 def test_swarmed_programs_use_few_kinds_and_view_writes_makes_long_alias_chains() -> None:
     """Per program a subset of the kinds: programs of one or two kinds come up many times as often
     as from the whole vocabulary; and view-writes' programs make chains of three views and more
@@ -264,7 +264,7 @@ def _inverse_taken_as_perm_from_depth(depth: int):
     return update
 
 
-@pytest.mark.options_independent
+@pytest.mark.cell_independent  # view-writes programs draw no mesh: one cell checks them
 def test_view_writes_finds_a_wrong_inverse_permutation(monkeypatch) -> None:
     """Mutant 05's mechanism (``suites/properties/mutants/05-*.patch``): view-writes' programs find
     it within the invariant's CI examples, shrunk to a program with a view in it. (The same slip

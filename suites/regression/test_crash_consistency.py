@@ -9,7 +9,7 @@ no file or the new one); a file the loader refuses is a lost save. And every loa
 cut short (what an in-place writer leaves) rather than loading it as other data.
 
 The children start without the cell's topology (``own_process``): the shipped matrix runs these
-once, in cpu-8. ``python -m harness.crashpoints`` prints the same runs as a table.
+once, in cpu-1 (``crash_points``). ``python -m harness.crashpoints`` prints the same runs as a table.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from harness.crashpoints.cases import CASES, HISTORY
 from harness.crashpoints.explore import BAD, Case, Result, explore_case, tear
 from harness.report.history import load_history
 
-pytestmark = pytest.mark.own_process
+pytestmark = [pytest.mark.own_process, pytest.mark.crash_points]
 IDS = [c.name.replace(" ", "-") for c in CASES]
 Explored = Callable[[Case], tuple[Path, list[Result]]]
 
