@@ -128,9 +128,10 @@ KNOWN_FINDINGS: list[KnownFinding] = [
             match=r"buffer with shape .* is deleted|Check failed: tensor_data|Check failed: HasValue\(\)",
             scenario="partial-sync-donation",
             poisons=True,
-            # 2.5.1 fails the same shrunk program and the scenario reproduces there, but the CI
-            # profile's derandomized programs for partial-sync do not happen to hit it on 2.5.1
-            must_fail=invariant == "sync-aliasing",
+            # both releases fail the same shrunk program and the scenario reproduces there, but
+            # whether the CI profile's derandomized (swarmed) programs happen to hit it depends on
+            # the draws: a run that misses it is not a fix
+            must_fail=False,
         )
         for invariant in ("sync-aliasing", "partial-sync")
     ),
@@ -186,6 +187,18 @@ KNOWN_FINDINGS: list[KnownFinding] = [
         "before the step boundary compiles a program again on every iteration",
         match=r"compiled \d+ program\(s\) again|kept compiling",
         must_fail=False,
+    ),
+    # a strided view is a computation on the device, and XLA's CPU backend flushes subnormal
+    # floats to zero in computations (a plain read or a copy keeps them): the swarm's alias chains
+    # found it on 2.9.0, a read of x[::2] after re-sharding, 1e-45 read back as 0
+    KnownFinding(
+        invariant="round-trip",
+        runtime="torch_xla",
+        upstream="not reported upstream: XLA's CPU backend flushes subnormals to zero in computations",
+        summary="a value read through a view computed on the device (a strided slice) loses its "
+        "subnormal numbers: they are flushed to zero",
+        match=r"read through the views .*: only subnormal numbers differ",
+        must_fail=False,  # the CI profile's chains rarely draw a strided view of a subnormal
     ),
     KnownFinding(
         invariant="round-trip",

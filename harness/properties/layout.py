@@ -84,6 +84,10 @@ def how_bits_differ(got: np.ndarray, want: np.ndarray) -> str:
         a, b = got.astype(np.float64), want.astype(np.float64)
         if np.array_equal(a, b, equal_nan=True):
             return "only NaN payloads differ"
+        tiny = np.finfo(want.dtype).tiny if got.dtype.kind == "f" else 1.1754944e-38
+        subnormal = (b != 0) & (np.abs(b) < tiny)
+        if np.array_equal(np.where(subnormal, 0.0, b), a, equal_nan=True) and subnormal.any():
+            return "only subnormal numbers differ: flushed to zero"
     return "values differ"
 
 
