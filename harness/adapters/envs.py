@@ -273,7 +273,7 @@ def ensure_env(
                 say(f"{runtime} {release}: refreshing the harness in {path}")
                 log = path / "xharness-build.log"
                 _install(str(path / "bin/python"), wanted, project, extra, runtime, release, log)
-                _write_stamp(path, runtime, release, wanted, fingerprint, project, log)
+                write_stamp(path, runtime, release, wanted, fingerprint, project, log)
             return ReleaseEnv(runtime, release, path, False, time.monotonic() - started)
         if path.exists():
             say(f"{runtime} {release}: removing the incomplete environment {path}")
@@ -292,7 +292,7 @@ def ensure_env(
             _run([python, "-m", "pip", "install", *extra, *wanted], runtime, release,
                  f"pip install {' '.join(wanted)}", log)
             _install(python, wanted, project, extra, runtime, release, log)
-            _write_stamp(path, runtime, release, wanted, fingerprint, project, log)
+            write_stamp(path, runtime, release, wanted, fingerprint, project, log)
         except ReleaseInstallError:
             shutil.rmtree(path, ignore_errors=True)  # gigabytes of a release that will not work
             raise
@@ -325,7 +325,7 @@ def _install(
          f"pip install {' '.join(wanted)} with the harness", log)
 
 
-def _write_stamp(
+def write_stamp(
     path: Path,
     runtime: str,
     release: str,
@@ -349,12 +349,6 @@ def _write_stamp(
         "freeze": freeze.splitlines(),
     }
     write_atomic(path / STAMP, (json.dumps(stamp, indent=2) + "\n").encode())
-
-
-#: the commit point under its public name, for the crash-consistency checks (harness.crashpoints)
-write_stamp = _write_stamp
-
-
 def find_env(runtime: str, release: str, root: Path | None = None) -> ReleaseEnv | None:
     """The complete environment of ``runtime`` ``release`` if one exists, without building."""
     path = (root or env_root()) / env_name(runtime, release)

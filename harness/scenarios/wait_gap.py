@@ -5,7 +5,7 @@ In PyTorch/XLA (pytorch/xla#5078) taking the per-device execution lock moved out
 tracing the next step is not held up by the device. ``wait_device_ops`` waited by taking those
 device locks: an execution whose closure had not run yet held no lock, and the wait passed it by.
 The window stayed through pytorch/xla#5284; pytorch/xla#5811 removed it by rebuilding
-``WaitDeviceOps`` on an operation tracker that registers each execution before launch. Until then
+the device-ops wait on an operation tracker that registers each execution before launch. Until then
 the gap showed as intermittent test failures. The kind of check that trips over it is
 pytorch/xla#4626's, which reads the
 ``ExecuteTime`` metric right after ``mark_step(); wait_device_ops()``. Releases
