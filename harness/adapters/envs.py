@@ -349,6 +349,8 @@ def write_stamp(
         "freeze": freeze.splitlines(),
     }
     write_atomic(path / STAMP, (json.dumps(stamp, indent=2) + "\n").encode())
+
+
 def find_env(runtime: str, release: str, root: Path | None = None) -> ReleaseEnv | None:
     """The complete environment of ``runtime`` ``release`` if one exists, without building."""
     path = (root or env_root()) / env_name(runtime, release)
