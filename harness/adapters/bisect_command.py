@@ -49,7 +49,7 @@ from packaging.specifiers import SpecifierSet
 from packaging.version import InvalidVersion, Version
 
 from harness.adapters import bisect as search
-from harness.adapters import envs, release_spec
+from harness.adapters import envs, interpreters, release_spec
 from harness.adapters.bisect import NOT_INSTALLED, BisectResult, EnvKeeper, Outcome, Trial
 from harness.adapters.expected import ExpectedTable, ExpectedTableError
 from harness.adapters.expected import load as load_table
@@ -96,6 +96,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-a
     p.add_argument("--timeout", type=float, default=900.0,
                    help="per-release time limit of the scenario in seconds (default 900)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    interpreters.add_argument(p)
     p.set_defaults(handler=bisect_command)
 
 
@@ -144,26 +145,51 @@ def parse_versions(texts: Sequence[str]) -> list[Version]:
     return sorted(found)
 
 
-def index_releases(runtime: str, pip_args: Sequence[str] | None = None) -> list[Version]:
-    """Every final release of ``runtime`` on the index, oldest first. Raises
-    :class:`ReleaseListError` with pip's output when pip cannot list them."""
+def index_releases(runtime: str, pip_args: Sequence[str] | None = None,
+                   python: str | None = None) -> list[Version]:
+    """Every final release of ``runtime`` on the index, oldest first, as listed by the pip of
+    ``python`` (default: this interpreter's). ``pip index versions --json`` exists from pip 23.3;
+    an older pip (the 23.2.1 a fresh Python 3.11.7 venv brings) prints the same list as text,
+    which is read instead. Releases whose ``Requires-Python`` excludes the listing interpreter
+    are listed too (``--ignore-requires-python``): each release is built with an interpreter it
+    fits (``harness.adapters.interpreters``), so JAX 0.12 is a candidate from Python 3.11.
+    Raises :class:`ReleaseListError` with pip's output when pip cannot list them."""
     dist = DISTRIBUTIONS.get(runtime, runtime)
     extra = list(pip_args) if pip_args is not None else envs.extra_pip_args()
-    cmd = [sys.executable, "-m", "pip", "index", "versions", "--json", *extra, dist]
+    base = [python or sys.executable, "-m", "pip", "index", "versions", "--ignore-requires-python"]
+    proc = _pip_listing([*base, "--json", *extra, dist], extra)
+    if proc.returncode != 0 and "no such option: --json" in proc.stdout + proc.stderr:
+        proc = _pip_listing([*base, *extra, dist], extra)
+        return parse_versions(_listed_as_text(proc.stdout, " ".join(proc.args)))
+    try:
+        listed = json.loads(proc.stdout)["versions"]
+    except (ValueError, KeyError, TypeError):
+        raise ReleaseListError(f"{' '.join(proc.args)} printed no version list:\n{proc.stdout[-500:]}") from None
+    return parse_versions(listed)
+
+
+def _pip_listing(cmd: list[str], extra: list[str]) -> subprocess.CompletedProcess[str]:
+    """Run one ``pip index versions``; a failure other than an unknown ``--json`` raises."""
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300,
                               env=envs.pip_environment())
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise ReleaseListError(f"{' '.join(cmd)}: {exc}") from None
-    if proc.returncode != 0:
-        tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-10:])
+    output = proc.stdout + proc.stderr
+    if proc.returncode != 0 and "no such option: --json" not in output:
+        tail = "\n".join(output.strip().splitlines()[-10:])
         raise ReleaseListError(f"{' '.join(cmd)} exited with {proc.returncode} (with "
                                f"${envs.PIP_ARGS_VARIABLE} = {' '.join(extra)!r}):\n{tail}")
-    try:
-        listed = json.loads(proc.stdout)["versions"]
-    except (ValueError, KeyError, TypeError):
-        raise ReleaseListError(f"{' '.join(cmd)} printed no version list:\n{proc.stdout[-500:]}") from None
-    return parse_versions(listed)
+    return proc
+
+
+def _listed_as_text(stdout: str, command: str) -> list[str]:
+    """The versions of pip's text listing: the line ``Available versions: 0.10.2, 0.10.1``."""
+    for line in stdout.splitlines():
+        label, sep, rest = line.partition(":")
+        if sep and label.strip() == "Available versions":
+            return [v.strip() for v in rest.split(",") if v.strip()]
+    raise ReleaseListError(f"{command} printed no 'Available versions:' line:\n{stdout[-500:]}")
 
 
 # ------------------------------------------------------------------------------ the range
@@ -266,8 +292,10 @@ class Runner:
         _say(f"{self.runtime} {spec.label}: {run.outcome} ({outcome.seconds:.0f} s)")
         if spec.env_name is not None:
             for key in self.keeper.used(spec.key, env.built):
-                if envs.remove_env(self.runtime, key, root=env.path.parent):
-                    _say(f"--keep {self.keeper.keep}: dropped the environment {envs.env_name(self.runtime, key)}")
+                built = self.visits[key].env if key in self.visits else None
+                tag = built.tag if built is not None else None
+                if envs.remove_env(self.runtime, key, root=env.path.parent, tag=tag):
+                    _say(f"--keep {self.keeper.keep}: dropped the environment {envs.env_name(self.runtime, key, tag)}")
                 for other in self.visits.values():
                     if other.spec.key == key:
                         other.dropped = True
@@ -469,6 +497,7 @@ def bisect_command(args: argparse.Namespace) -> int:
         raise UsageError("--timeout must be a positive number of seconds")
     if args.keep is not None and args.keep < 0:
         raise UsageError("--keep must be 0 or more")
+    interpreters.apply_argument(args.python)
     try:
         table = load_table()
     except ExpectedTableError as exc:

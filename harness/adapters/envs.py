@@ -20,13 +20,13 @@ point instead: a directory without it is the leftover of an interrupted build an
 
 from __future__ import annotations
 
+import dataclasses
 import fcntl
 import hashlib
 import json
 import os
 import shutil
 import subprocess
-import sys
 import time
 import tomllib
 from collections.abc import Callable, Iterator, Sequence
@@ -38,6 +38,8 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
+from harness.adapters import interpreters
+from harness.adapters.interpreters import Interpreter, InterpreterError
 from harness.report.files import write_atomic
 
 ENV_DIR_VARIABLE = "XHARNESS_ENV_DIR"
@@ -94,6 +96,11 @@ class ReleaseEnv:
     interpreter: Path | None = None
 
     @property
+    def tag(self) -> str:
+        """The interpreter that built it, as its name ends (``py313``)."""
+        return self.path.name.rpartition("-")[2]
+
+    @property
     def python(self) -> Path:
         return self.interpreter or self.path / "bin" / "python"
 
@@ -107,9 +114,21 @@ def env_root() -> Path:
     return Path(configured).expanduser() if configured else Path.home() / ".cache/xharness/envs"
 
 
-def env_name(runtime: str, release: str) -> str:
-    """``torch_xla-2.9.0-py311``: the interpreter is part of the key (wheels are per Python)."""
-    return f"{runtime}-{release}-py{sys.version_info.major}{sys.version_info.minor}"
+def env_name(runtime: str, release: str, tag: str | None = None) -> str:
+    """``torch_xla-2.9.0-py311``: the interpreter is part of the key (wheels are per Python);
+    ``tag`` is the interpreter that built it (``py313``), by default the running one."""
+    return f"{runtime}-{release}-{tag or interpreters.running().tag}"
+
+
+def env_paths(runtime: str, release: str, root: Path | None = None) -> list[Path]:
+    """Every environment directory of ``runtime`` ``release``, whatever interpreter built it,
+    the running interpreter's first."""
+    base = root or env_root()
+    own = base / env_name(runtime, release)
+    prefix = f"{runtime}-{release}-py"
+    others = sorted(p for p in base.glob(f"{prefix}*")
+                    if p.is_dir() and p.name[len(prefix):].isdigit() and p != own)
+    return [own, *others] if own.is_dir() else others
 
 
 def project_root() -> Path:
@@ -224,11 +243,12 @@ def satisfies(stamp: dict[str, object], wanted: Sequence[str]) -> bool:
     return True
 
 
-def remove_env(runtime: str, release: str, root: Path | None = None) -> bool:
-    """Delete the environment of ``runtime`` ``release`` under its lock (never half of one that
-    another process is building); False when there was none."""
+def remove_env(runtime: str, release: str, root: Path | None = None, tag: str | None = None) -> bool:
+    """Delete the environment of ``runtime`` ``release`` built by the interpreter ``tag`` (by
+    default the running one) under its lock (never half of one that another process is
+    building); False when there was none."""
     base = root or env_root()
-    name = env_name(runtime, release)
+    name = env_name(runtime, release, tag)
     path = base / name
     if not path.exists():
         return False
@@ -239,6 +259,13 @@ def remove_env(runtime: str, release: str, root: Path | None = None) -> bool:
     return True
 
 
+def _pool(pythons: Sequence[str] | None, runtime: str, release: str) -> list[Interpreter]:
+    try:
+        return interpreters.candidates(pythons)
+    except InterpreterError as exc:
+        raise ReleaseInstallError(runtime, release, str(exc)) from None
+
+
 def ensure_env(
     runtime: str,
     release: str,
@@ -247,12 +274,16 @@ def ensure_env(
     requirements: Sequence[str] | None = None,
     pip_args: Sequence[str] | None = None,
     progress: Callable[[str], None] | None = None,
+    pythons: Sequence[str] | None = None,
 ) -> ReleaseEnv:
-    """The environment of ``runtime`` ``release``: reused when complete, else built.
+    """The environment of ``runtime`` ``release``: reused when complete, else built with the
+    first interpreter that the release fits (``harness.adapters.interpreters``).
 
-    ``requirements`` replaces the release's own pins (tests use it to make pip fail fast), and
-    ``pip_args`` defaults to ``$XHARNESS_PIP_ARGS``. Raises :class:`ReleaseInstallError`.
-    """
+    ``requirements`` replaces the release's own pins (tests use it to make pip fail fast),
+    ``pip_args`` defaults to ``$XHARNESS_PIP_ARGS``, and ``pythons`` (``--python``) names the
+    interpreters to prefer, by default ``$XHARNESS_PYTHONS``. An existing environment is reused
+    whichever interpreter built it, unless interpreters were named: then one of theirs, or the
+    running one's, is. Raises :class:`ReleaseInstallError` (also when no interpreter fits)."""
     started = time.monotonic()
     say = progress or (lambda message: None)
     wanted = list(requirements) if requirements is not None else requirements_for(runtime, release)
@@ -262,30 +293,43 @@ def ensure_env(
         base.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise ReleaseInstallError(runtime, release, f"cannot create {base}: {exc}") from None
-    name = env_name(runtime, release)
-    path = base / name
     project = project_root()
     fingerprint = project_fingerprint(project)
+    pool = _pool(pythons, runtime, release)
+    existing = [base / env_name(runtime, release, i.tag) for i in pool]
+    if not interpreters.configured(pythons):
+        existing += [p for p in env_paths(runtime, release, base) if p not in existing]
+    for path in existing:
+        reused = _reuse(path, runtime, release, wanted, extra, project, fingerprint, say)
+        if reused is not None:
+            return dataclasses.replace(reused, seconds=time.monotonic() - started)
+    try:
+        interpreter = interpreters.choose(wanted, pool, f"{runtime} {release}", extra,
+                                          env=pip_environment())
+    except (InterpreterError, interpreters.PipTooOld) as exc:
+        raise ReleaseInstallError(runtime, release, str(exc)) from None
+    name = env_name(runtime, release, interpreter.tag)
+    path = base / name
     with _locked(base / f"{name}.lock"):
-        stamp = _complete(path)
-        if stamp is not None and satisfies(stamp, wanted):
-            if stamp.get("project") != fingerprint:  # another checkout or new dependencies
-                say(f"{runtime} {release}: refreshing the harness in {path}")
-                log = path / "xharness-build.log"
-                _install(str(path / "bin/python"), wanted, project, extra, runtime, release, log)
-                write_stamp(path, runtime, release, wanted, fingerprint, project, log)
-            return ReleaseEnv(runtime, release, path, False, time.monotonic() - started)
+        reused = _reuse_held(path, runtime, release, wanted, extra, project, fingerprint, say)
+        if reused is not None:  # another process built it while this one chose
+            return dataclasses.replace(reused, seconds=time.monotonic() - started)
         if path.exists():
             say(f"{runtime} {release}: removing the incomplete environment {path}")
             shutil.rmtree(path)
-        say(f"{runtime} {release}: building {path} (pip install {' '.join(wanted)})")
+        say(f"{runtime} {release}: building {path} with {interpreter} "
+            f"(pip install {' '.join(wanted)})")
         log = base / f"{name}.build.log"
         log.write_text("", encoding="utf-8")
         try:
-            _run([sys.executable, "-m", "venv", str(path)], runtime, release, "python -m venv", log)
+            _run([str(interpreter.path), "-m", "venv", str(path)], runtime, release,
+                 "python -m venv", log)
             python = str(path / "bin" / "python")
+            # the pip a venv brings is the interpreter's bundled one (23.2.1 with Python
+            # 3.11.7), older than the index listings and reports the harness reads: upgraded
             _run([python, "-m", "pip", "install", "-q", *extra, "--upgrade", "pip"], runtime,
-                 release, "pip upgrade", log)
+                 release, "pip upgrade (the venv's bundled pip is older than the harness needs)",
+                 log)
             # the release alone first, so that a release pip cannot find is named as such
             # (with the project in the same command, pip prepares the project before it looks
             # for the pins); then both together, so that one resolver sees them (module doc)
@@ -301,6 +345,30 @@ def ensure_env(
     seconds = time.monotonic() - started
     say(f"{runtime} {release}: built in {seconds:.0f} s")
     return ReleaseEnv(runtime, release, path, True, seconds)
+
+
+def _reuse(path: Path, runtime: str, release: str, wanted: list[str], extra: list[str],
+           project: Path, fingerprint: str, say: Callable[[str], None]) -> ReleaseEnv | None:
+    """The complete environment at ``path`` if it holds ``wanted`` (the harness refreshed in it
+    when the checkout or its dependencies changed), else None. Under the environment's lock."""
+    if not path.is_dir():
+        return None
+    with _locked(path.parent / f"{path.name}.lock"):
+        return _reuse_held(path, runtime, release, wanted, extra, project, fingerprint, say)
+
+
+def _reuse_held(path: Path, runtime: str, release: str, wanted: list[str], extra: list[str],
+                project: Path, fingerprint: str, say: Callable[[str], None]) -> ReleaseEnv | None:
+    """:func:`_reuse` with the environment's lock already held by the caller."""
+    stamp = _complete(path)
+    if stamp is None or not satisfies(stamp, wanted):
+        return None
+    if stamp.get("project") != fingerprint:  # another checkout or new dependencies
+        say(f"{runtime} {release}: refreshing the harness in {path}")
+        log = path / "xharness-build.log"
+        _install(str(path / "bin/python"), wanted, project, extra, runtime, release, log)
+        write_stamp(path, runtime, release, wanted, fingerprint, project, log)
+    return ReleaseEnv(runtime, release, path, False, 0.0)
 
 
 def install_command(
@@ -344,16 +412,29 @@ def write_stamp(
         "requirements": wanted,
         "project": fingerprint,
         "project_root": str(project),
-        "python": sys.version.split()[0],
+        "python": _python_version(path),
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "freeze": freeze.splitlines(),
     }
     write_atomic(path / STAMP, (json.dumps(stamp, indent=2) + "\n").encode())
 
 
+def _python_version(path: Path) -> str:
+    """The version of the interpreter a venv was made with (its ``pyvenv.cfg``)."""
+    try:
+        for line in (path / "pyvenv.cfg").read_text(encoding="utf-8").splitlines():
+            key, _, value = line.partition("=")
+            if key.strip() in ("version_info", "version"):
+                return value.strip()
+    except OSError:
+        pass
+    return ""
+
+
 def find_env(runtime: str, release: str, root: Path | None = None) -> ReleaseEnv | None:
-    """The complete environment of ``runtime`` ``release`` if one exists, without building."""
-    path = (root or env_root()) / env_name(runtime, release)
-    if _complete(path) is None:
-        return None
-    return ReleaseEnv(runtime, release, path, False, 0.0)
+    """The complete environment of ``runtime`` ``release`` if one exists, without building:
+    the running interpreter's, else one another interpreter built."""
+    for path in env_paths(runtime, release, root):
+        if _complete(path) is not None:
+            return ReleaseEnv(runtime, release, path, False, 0.0)
+    return None

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.adapters import envs, release_spec
+from harness.adapters import envs, interpreters, release_spec
 from harness.adapters.expected import (
     FAILED,
     PASSED,
@@ -235,6 +235,8 @@ def repro(args: argparse.Namespace) -> int:
             f"{args.runtime} under test is the one this interpreter imports (drop --release)"
         )
     spec = parse_release(args.runtime, args.release) if args.release else None
+    if spec is not None:
+        interpreters.apply_argument(getattr(args, "python", None))
     if not upstream.reproducers(args.scenario, args.runtime):
         raise UsageError(f"scenario {args.scenario!r} has no {args.runtime} reproducer")
     try:
@@ -449,6 +451,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-a
     p.add_argument("--timeout", type=float, default=900.0,
                    help="per-scenario time limit in seconds (default 900)")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
+    interpreters.add_argument(p)
     p.set_defaults(handler=releases_command)
 
 
@@ -457,6 +460,7 @@ def releases_command(args: argparse.Namespace) -> int:
     from harness.report.api import finish_run
 
     specs = list({s.key: s for s in (parse_release(args.runtime, v) for v in args.versions)}.values())
+    interpreters.apply_argument(args.python)
     if not args.timeout > 0:
         raise UsageError("--timeout must be a positive number of seconds")
     try:

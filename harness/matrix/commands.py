@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from harness import compile_cache
+from harness.adapters import interpreters
 from harness.errors import UsageError
 from harness.matrix.config import (
     RELEASED_RUNTIMES,
@@ -72,6 +73,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-a
                      help=f"a release of the runtime under test ({', '.join(RELEASED_RUNTIMES)}), run in its "
                      "own cached environment: a version, a wheel file, a directory of wheels, or "
                      "'installed' (this interpreter's)")
+    interpreters.add_argument(run)
     run.add_argument("--reruns", type=int, default=0, help="rerun failed tests up to N times (flaky detection)")
     run.add_argument("--timeout", type=float, help="per-test time limit in seconds (default: the cell's)")
     run.add_argument("-j", "--jobs", type=int, default=None, metavar="N",
@@ -142,6 +144,8 @@ def run_command(args: argparse.Namespace) -> int:
             f"{' or '.join(RELEASED_RUNTIMES)}"
         )
     release = _release_text(args.runtime, args.release)
+    if release is not None or any(c.release for c in matrix.cells.values()):
+        interpreters.apply_argument(args.python)
     if args.reruns < 0:
         raise _usage_error("--reruns must be 0 or more")
     if args.timeout is not None and not args.timeout > 0:

@@ -49,6 +49,9 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         help="with --runtime torch_xla or jax: run in this release's cached environment (built if "
         "needed); a version, a wheel file, a directory of wheels, or 'installed' (this interpreter's)",
     )
+    from harness.adapters import interpreters
+
+    interpreters.add_argument(p)
     p.add_argument(
         "--timeout", type=float, default=600.0, help="seconds before the run counts as hung"
     )

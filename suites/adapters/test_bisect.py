@@ -401,3 +401,26 @@ def test_an_index_that_cannot_be_listed_is_exit_3_with_pips_words(tmp_path: Path
     assert code == 3
     err = capsys.readouterr().err
     assert "cannot list the releases of torch_xla" in err and "no-such-pip-option" in err
+
+
+def test_a_fresh_venvs_own_pip_lists_the_releases(tmp_path: Path, monkeypatch) -> None:
+    """The pip a fresh venv brings (23.2.1 with Python 3.11.7) has no ``index versions --json``:
+    the listing falls back to its text, and what the harness needs of pip is there."""
+    import subprocess
+    import sys
+
+    from harness.adapters import interpreters
+
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, capture_output=True)
+    python = str(venv / "bin" / "python")
+    if interpreters.pip_version(python) >= interpreters.Version("23.3"):  # a newer bundled pip
+        subprocess.run([python, "-m", "pip", "install", "-q", "pip==23.2.1"], check=True,
+                       capture_output=True)
+    assert interpreters.pip_version(python) < interpreters.Version("23.3")
+    for version in ("2.5.1", "2.6.0", "2.7.0rc1", "2.10.0"):
+        _wheel(tmp_path / "links", f"torch_xla-{version}-cp311-cp311-manylinux_2_28_x86_64.whl")
+    monkeypatch.setenv(envs.PIP_ARGS_VARIABLE, f"--no-index --find-links {tmp_path / 'links'}")
+    listed = bisect_command.index_releases("torch_xla", python=python)
+    assert [str(v) for v in listed] == ["2.5.1", "2.6.0", "2.10.0"]
+    assert interpreters.check_pip(python) < interpreters.Version("23.3")

@@ -176,3 +176,59 @@ def test_a_weekly_job_runs_the_suites_on_the_newest_jax() -> None:
         "project: `pip install -U --pre jax jaxlib`, with no version on either"
     )
     assert suites > upgrade, f"the {UPSTREAM_JOB} job must run `python -m pytest suites` after the upgrade"
+
+
+def job_pythons(job: dict) -> list[str]:
+    """The Python versions a workflow job runs on: its container's ``python:3.N-...`` image (each
+    value of a matrix axis it names) or its setup-python step's ``python-version``."""
+    image = str((job.get("container") or {}).get("image", "") if isinstance(job.get("container"), dict)
+                else job.get("container") or "")
+    axis = re.fullmatch(r"python:\$\{\{\s*matrix\.(\w+)\s*\}\}-.*", image)
+    if axis:
+        return [str(v) for v in job["strategy"]["matrix"][axis.group(1)]]
+    fixed = re.fullmatch(r"python:(\d+\.\d+)-.*", image)
+    if fixed:
+        return [fixed.group(1)]
+    return [str(step["with"]["python-version"]) for step in job.get("steps", [])
+            if "setup-python" in str(step.get("uses", "")) and "python-version" in step.get("with", {})]
+
+
+def newest_jax_on_the_index() -> Version:
+    from harness.adapters.bisect_command import ReleaseListError, index_releases
+
+    try:
+        return index_releases("jax")[-1]
+    except (ReleaseListError, IndexError) as exc:
+        pytest.skip(f"the package index could not be listed here: {exc}")
+
+
+def test_the_upstream_job_runs_an_interpreter_the_newest_jax_supports() -> None:
+    """On Python 3.11 pip can never reach JAX 0.11 or later: the job would test 0.10.2 forever."""
+    from harness.adapters.interpreters import ask
+
+    (python,) = job_pythons(workflow()["jobs"][UPSTREAM_JOB]) or [None]
+    assert python, f"ci.yml: the {UPSTREAM_JOB} job must name its Python (container python:3.N-... or setup-python)"
+    newest = newest_jax_on_the_index()
+    fit = ask([f"jax=={newest}", f"jaxlib=={newest}"], python)
+    assert fit.ok, (
+        f"the {UPSTREAM_JOB} job runs Python {python}, which JAX {newest} does not support "
+        f"({fit.why_not()}): move its container (or setup-python) to a Python inside {fit.floor()}"
+    )
+
+
+def test_the_test_job_runs_the_floor_and_the_newest_declared_jax() -> None:
+    """Every change runs the suites on both JAX lines: the floor of requires-python (whose pip
+    resolves the JAX of that Python) and a Python whose pip resolves the newest declared JAX."""
+    from harness.adapters.interpreters import ask
+
+    pythons = job_pythons(workflow()["jobs"]["lint-and-test"])
+    floor = SpecifierSet(project()["requires-python"])
+    lowest = min((s.version for s in floor if s.operator == ">="), key=Version)
+    assert lowest in pythons, f"ci.yml: lint-and-test must run Python {lowest} (requires-python {floor})"
+    newest = max(measured_jax_releases())
+    assert jax_range().contains(newest)
+    fitting = [p for p in pythons if ask([f"jax=={newest}", f"jaxlib=={newest}"], p).ok]
+    assert fitting, (
+        f"ci.yml: lint-and-test runs Python {', '.join(pythons)}, and JAX {newest} (the newest "
+        "release expected.toml records) supports none of them: add a Python it supports to its matrix"
+    )
