@@ -143,15 +143,17 @@ def add_argument(parser: argparse.ArgumentParser) -> None:
 
 
 def apply_argument(values: Sequence[str] | None) -> None:
-    """Check the interpreters a command was given (``--python``, else ``$XHARNESS_PYTHONS``)
-    before it starts anything, and prefer them for its builds: a usage error naming the one that
-    does not run."""
+    """Before a command that builds release environments starts anything: check the
+    interpreters it was given (``--python``, else ``$XHARNESS_PYTHONS``) and prefer them for its
+    builds, and check that the harness's own pip can ask the index for them. A usage error names
+    the interpreter that does not run, or the pip to upgrade."""
     try:
         if values:
             prefer(values)
         else:
             check_configured(configured())
-    except InterpreterError as exc:
+        check_pip()
+    except (InterpreterError, PipTooOld) as exc:
         raise UsageError(str(exc)) from None
 
 
@@ -223,9 +225,10 @@ def pip_version(python: str) -> Version | None:
         return None
 
 
-def check_pip(python: str = sys.executable) -> Version:
-    """The pip of ``python`` can resolve a release for another interpreter (``--dry-run
-    --report``); raises :class:`PipTooOld` naming what to do."""
+def check_pip(python: str | None = None) -> Version:
+    """The pip of ``python`` (default: this interpreter's) can resolve a release for another
+    interpreter (``--dry-run --report``); raises :class:`PipTooOld` naming what to do."""
+    python = python or sys.executable
     version = pip_version(python)
     if version is None:
         raise PipTooOld(f"{python} has no working pip (python -m pip --version failed): the "
@@ -273,14 +276,14 @@ def _inside(version: str, spec: str) -> bool:
 
 
 def ask(requirements: Sequence[str], version: str, pip_args: Sequence[str] = (),
-        python: str = sys.executable, env: Mapping[str, str] | None = None) -> Fit:
+        python: str | None = None, env: Mapping[str, str] | None = None) -> Fit:
     """Resolve ``requirements`` (no dependencies, wheels only) as pip would for Python
     ``version`` on this platform, without installing anything, and read the ``Requires-Python``
     of each distribution it would take. ``--ignore-requires-python`` lets pip report a release
     whose floor excludes ``version``, so the floor itself is read from the index's metadata."""
     with tempfile.TemporaryDirectory(prefix="xharness-fit-") as scratch:
         report = Path(scratch) / "report.json"
-        cmd = [python, "-m", "pip", "install", "--dry-run", "--quiet", "--ignore-installed",
+        cmd = [python or sys.executable, "-m", "pip", "install", "--dry-run", "--quiet", "--ignore-installed",
                "--no-deps", "--ignore-requires-python", "--only-binary=:all:",
                "--python-version", version, "--target", str(Path(scratch) / "target"),
                "--report", str(report), *pip_args, *requirements]

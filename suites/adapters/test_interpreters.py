@@ -7,10 +7,10 @@ from __future__ import annotations
 import os
 import stat
 import sys
-import zipfile
 from pathlib import Path
 
 import pytest
+from fake_wheels import tiny_wheel
 
 from harness.adapters import envs, interpreters
 from harness.adapters.interpreters import Interpreter, InterpreterError
@@ -19,29 +19,14 @@ from harness.errors import UsageError
 HERE = interpreters.running()
 
 
-def _wheel(directory: Path, name: str, version: str, tag: str, requires_python: str = "") -> Path:
-    """A real (installable) wheel of an empty distribution with the given tag and floor."""
-    directory.mkdir(parents=True, exist_ok=True)
-    path = directory / f"{name}-{version}-{tag}.whl"
-    info = f"{name}-{version}.dist-info"
-    metadata = f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n"
-    if requires_python:
-        metadata += f"Requires-Python: {requires_python}\n"
-    with zipfile.ZipFile(path, "w") as archive:
-        archive.writestr(f"{info}/METADATA", metadata)
-        archive.writestr(f"{info}/WHEEL", f"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: {tag}\n")
-        archive.writestr(f"{info}/RECORD", "")
-    return path
-
-
 @pytest.fixture
 def index(tmp_path: Path) -> list[str]:
     """pip arguments for a local index: ``purelib`` needs Python >=3.99 (no interpreter has it),
     ``anyfloor`` runs anywhere, ``onlyfuture`` ships a wheel for CPython 3.99 only."""
     links = tmp_path / "links"
-    _wheel(links, "purelib", "1.0", "py3-none-any", ">=3.99")
-    _wheel(links, "anyfloor", "1.0", "py3-none-any", ">=3.8")
-    _wheel(links, "onlyfuture", "2.0", "cp399-cp399-manylinux_2_17_x86_64", ">=3.99")
+    tiny_wheel(links, "purelib", "1.0", "py3-none-any", ">=3.99")
+    tiny_wheel(links, "anyfloor", "1.0", "py3-none-any", ">=3.8")
+    tiny_wheel(links, "onlyfuture", "2.0", "cp399-cp399-manylinux_2_17_x86_64", ">=3.99")
     return ["--no-index", "--find-links", str(links)]
 
 
@@ -159,3 +144,11 @@ def test_an_old_pip_is_named_before_anything_is_asked(tmp_path: Path) -> None:
     with pytest.raises(interpreters.PipTooOld, match=r"pip of .* is 21.0; .*needs pip >= 22.2"):
         interpreters.check_pip(str(old))
     assert interpreters.check_pip() >= interpreters.PIP_FLOOR
+
+
+def test_a_command_names_the_old_pip_before_it_starts(tmp_path: Path, monkeypatch) -> None:
+    old = _script(tmp_path / "python", 'echo "pip 21.0 from /somewhere (python 3.11)"')
+    monkeypatch.delenv(interpreters.PYTHONS_VARIABLE, raising=False)
+    monkeypatch.setattr(sys, "executable", str(old))
+    with pytest.raises(UsageError, match=r"is 21.0; .* -m pip install -U pip"):
+        interpreters.apply_argument(None)

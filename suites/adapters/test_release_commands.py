@@ -139,3 +139,34 @@ def test_a_bad_runtime_table_names_line_and_field(tmp_path: Path, runtime: str, 
         load_matrix(_matrix(tmp_path, f"[cells.a]\nruntime = {runtime}\n"))
     assert (caught.value.line, caught.value.field) == (line, field)
     assert message in caught.value.reason
+
+
+def test_a_release_no_interpreter_fits_is_exit_3_naming_the_python_it_needs(
+    offline_envs: Path, monkeypatch: pytest.MonkeyPatch, capsys
+) -> None:
+    """JAX 0.11 and later need Python 3.12 or newer: a release whose Requires-Python excludes
+    every interpreter here is not installed, and the message says which Python to provide."""
+    from fake_wheels import tiny_wheel
+
+    links = offline_envs / "links"
+    tiny_wheel(links, "jax", "9.9.9", "py3-none-any", ">=3.99")
+    tiny_wheel(links, "jaxlib", "9.9.9", "py3-none-any", ">=3.99")
+    monkeypatch.setenv("XHARNESS_PIP_ARGS", f"--no-index --find-links {links}")
+    monkeypatch.setenv("PATH", str(offline_envs / "no-pythons-here"))
+    monkeypatch.delenv("XHARNESS_PYTHONS", raising=False)
+    out = offline_envs / "reports"
+    assert main(["releases", "jax", "9.9.9", "--out", str(out)]) == 3
+    captured = capsys.readouterr()
+    assert "cannot install jax 9.9.9: no interpreter here fits jax 9.9.9 (Requires-Python >=3.99 on the index)" in captured.err
+    assert "--python PATH" in captured.err and "ci/python.sh" in captured.err
+    (record,) = read_records(out / "junit" / "jax-9.9.9.xml")
+    assert record.classification == "error" and record.properties["verdict"] == "not-installed"
+    assert not list((offline_envs / "envs").glob("jax-9.9.9-*"))  # nothing half-built
+
+
+def test_a_named_interpreter_that_does_not_run_is_a_usage_error(offline_envs: Path, capsys) -> None:
+    code = main(["releases", "jax", "0.10.2", "--python", str(offline_envs / "no-such-python"),
+                 "--out", str(offline_envs / "reports")])
+    assert code == 2
+    assert "no-such-python (from --python or $XHARNESS_PYTHONS) does not run" in capsys.readouterr().err
+    assert not (offline_envs / "envs").exists()  # checked before anything was built
