@@ -239,6 +239,14 @@ def install() -> bool:
     return True
 
 
+#: the parameters of the JAX writers :func:`_write_from_every_rank` knows: JAX 0.10 passes the
+#: program's host callbacks (a program with any is never cached), JAX 0.11 and later do not
+_KNOWN_WRITERS = (
+    ["cache_key", "compile_time_secs", "module_name", "backend", "executable", "host_callbacks"],
+    ["cache_key", "compile_time_secs", "module_name", "backend", "executable"],
+)
+
+
 def _write_from_every_rank() -> None:
     """Let every process of a multi-process run write its compiled programs, not only process 0.
 
@@ -258,17 +266,19 @@ def _write_from_every_rank() -> None:
     put = getattr(cc, "put_executable_and_time", None)
     if original is None or put is None or getattr(original, "_xharness", False):
         return
-    if list(inspect.signature(original).parameters) != [
-        "cache_key", "compile_time_secs", "module_name", "backend", "executable", "host_callbacks"
-    ]:
+    signature = inspect.signature(original)
+    if list(signature.parameters) not in _KNOWN_WRITERS:
         return
 
-    def cache_write(cache_key, compile_time_secs, module_name, backend, executable, host_callbacks):  # type: ignore[no-untyped-def]
-        if (distributed.global_state.process_id == 0 or host_callbacks
-                or compile_time_secs < config.persistent_cache_min_compile_time_secs.value):
-            return original(cache_key, compile_time_secs, module_name, backend, executable, host_callbacks)
+    def cache_write(*args, **kwargs):  # type: ignore[no-untyped-def]
+        call = signature.bind(*args, **kwargs).arguments
+        if (distributed.global_state.process_id == 0 or call.get("host_callbacks")
+                or call["compile_time_secs"] < config.persistent_cache_min_compile_time_secs.value):
+            return original(*args, **kwargs)
+        module_name = call["module_name"]
         try:
-            put(cache_key, module_name, executable, backend, int(compile_time_secs))
+            put(call["cache_key"], module_name, call["executable"], call["backend"],
+                int(call["compile_time_secs"]))
         except Exception as exc:  # noqa: BLE001 - the cache is only ever an optimisation
             warnings.warn(f"Error writing persistent compilation cache entry for '{module_name}': "
                           f"{type(exc).__name__}: {exc}", stacklevel=2)
