@@ -52,7 +52,7 @@ status=0
 .venv/bin/xharness releases torch_xla "$@" --out "$out" || status=$?
 for version in "$@"; do
   python="$(.venv/bin/python -c 'import sys
-from harness.adapters.envs import find_env
+from harness.releases.envs import find_env
 env = find_env("torch_xla", sys.argv[1])
 print(env.python if env else "")' "$version")"
   if [ -z "$python" ]; then

@@ -26,8 +26,8 @@ _COMMAND_MODULES = (
     "harness.matrix.commands",  # run, cells
     "harness.report.commands",  # report merge, report html
     "harness.bench",  # bench
-    "harness.adapters.releases",  # releases
-    "harness.adapters.bisect_command",  # bisect
+    "harness.releases.commands",  # releases
+    "harness.releases.bisect_command",  # bisect
     "harness.teeth.commands",  # teeth
 )
 

@@ -19,13 +19,11 @@ from harness.adapters.base import (
     Unsupported,
     require,
 )
+from harness.adapters.runtimes import RUNTIMES
 
 #: adapter name -> "module:class"
-ADAPTERS: dict[str, str] = {
-    "reference": "harness.adapters.reference:ReferenceAdapter",
-    "jax": "harness.adapters.jax:JaxAdapter",
-    "torch_xla": "harness.adapters.torch_xla:TorchXlaAdapter",
-}
+#: each runtime's adapter class, ``module:Class`` (from the table of runtime facts)
+ADAPTERS: dict[str, str] = {name: facts.adapter for name, facts in RUNTIMES.items()}
 
 
 class UnknownRuntime(ValueError):

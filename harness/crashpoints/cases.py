@@ -207,15 +207,15 @@ class StampCase(_Base):
     release = "0.4.30"
 
     def loaded(self, directory: Path) -> list[Path]:
-        from harness.adapters.envs import STAMP
+        from harness.releases.envs import STAMP
 
         return [self._path(directory) / STAMP]
 
     def warm(self) -> None:
-        import harness.adapters.envs  # noqa: F401
+        import harness.releases.envs  # noqa: F401
 
     def _path(self, directory: Path) -> Path:
-        from harness.adapters.envs import env_name
+        from harness.releases.envs import env_name
 
         return directory / "envs" / env_name("jax", self.release)
 
@@ -227,14 +227,14 @@ class StampCase(_Base):
         python.chmod(0o755)
 
     def write(self, directory: Path, version: str) -> None:
-        from harness.adapters.envs import write_stamp
+        from harness.releases.envs import write_stamp
 
         fingerprint = ("1" if version == "previous" else "2") * 16
         write_stamp(self._path(directory), "jax", self.release, [f"jax=={self.release}"],
                     fingerprint, project_root(), directory / "build.log")
 
     def state(self, directory: Path) -> dict[str, Any]:
-        from harness.adapters.envs import STAMP, find_env
+        from harness.releases.envs import STAMP, find_env
 
         if not (self._path(directory) / STAMP).exists():
             return {}

@@ -9,7 +9,7 @@ run), 4 the runtime under test is not importable here and no release was named.
 
 The runtime under test is ``--runtime`` when given, else the cell's ``runtime.name``, else the
 reference runtime. A PyTorch/XLA or JAX release (``--release``, ``runtime.release``) runs in its own
-cached environment (``harness.adapters.envs``): the cell's pytest is that environment's Python.
+cached environment (``harness.releases.envs``): the cell's pytest is that environment's Python.
 """
 
 from __future__ import annotations
@@ -27,7 +27,6 @@ from pathlib import Path
 from typing import Any
 
 from harness import compile_cache
-from harness.adapters import interpreters
 from harness.errors import UsageError
 from harness.matrix.config import (
     RELEASED_RUNTIMES,
@@ -49,6 +48,7 @@ from harness.matrix.supervisor import (
     RunSettings,
     split_pytest_args,
 )
+from harness.releases import interpreters
 from harness.report.records import ERROR, FAILED, FLAKY, SKIPPED, Attempt, TestRecord
 
 CELL_ID = "xharness::cell"  # the record of a cell this machine cannot run
@@ -199,11 +199,11 @@ def run_command(args: argparse.Namespace) -> int:
 
 def _release_text(runtime: str | None, release: str | None) -> str | None:
     """``--release`` as the cells carry it: a version as given, a wheel or a directory of wheels
-    as its absolute path, ``installed`` (``harness.adapters.release_spec``); a usage error when
+    as its absolute path, ``installed`` (``harness.releases.release_spec``); a usage error when
     it names nothing usable."""
     if release is None or runtime is None:
         return release
-    from harness.adapters.release_spec import ReleaseSpecError, parse
+    from harness.releases.release_spec import ReleaseSpecError, parse
 
     try:
         return parse(runtime, release).text
@@ -223,7 +223,7 @@ def _with_runtime(cell: Cell, runtime: str | None, release: str | None) -> Cell:
 
 def _check_importable(cells: list[Cell]) -> None:
     """A released runtime with no release named runs in this interpreter: it must be here."""
-    from harness.adapters.releases import EXIT_UNAVAILABLE, importable_here
+    from harness.releases.catalog import EXIT_UNAVAILABLE, importable_here
 
     for cell in cells:
         if cell.runtime_name in RELEASED_RUNTIMES and not cell.release and not importable_here(cell.runtime_name):
@@ -251,8 +251,8 @@ def _launch(cell: Cell, settings: RunSettings, progress: CellProgress, shard: st
         if shard:
             run.logs = run.logs / shard
         return run.run(), False
-    from harness.adapters import envs, release_spec
-    from harness.adapters.releases import ReleaseCellRun, install_error_record
+    from harness.releases import envs, release_spec
+    from harness.releases.cells import ReleaseCellRun, install_error_record
 
     try:
         with _ENV_LOCK:  # two cells of one release must not build its environment at once
@@ -541,7 +541,7 @@ def _run_cells(cells: list[Cell], settings: RunSettings, out: Path, junit_dir: P
     if interrupted or any(r.interrupted for r in ordered):
         return 130
     if install_failed:
-        from harness.adapters.releases import EXIT_INSTALL
+        from harness.releases.catalog import EXIT_INSTALL
 
         return EXIT_INSTALL
     return code

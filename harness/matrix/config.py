@@ -17,6 +17,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from harness.adapters import runtimes
+
 #: backends a cell may name; each maps to the JAX platform it selects
 BACKENDS = {"cpu": "cpu", "gpu": "cuda", "tpu": "tpu"}
 #: runtime options a cell may set, with their defaults (the runtime reads them from the environment)
@@ -34,14 +36,14 @@ RUNTIME_CHOICES: dict[str, tuple[str, ...]] = {
 #: the environment variable each choice reaches the cell's processes through
 _CHOICE_ENV = {"matmul_precision": "HARNESS_MATMUL_PRECISION"}
 #: what else the ``runtime`` table of a cell may say: which runtime is under test, and which of
-#: its releases (a release runs in its own cached environment: ``harness.adapters.envs``)
+#: its releases (a release runs in its own cached environment: ``harness.releases.envs``)
 RUNTIME_IDENTITY = ("name", "release")
 #: runtimes under test that ``--runtime`` and ``runtime.name`` accept
-RUNTIMES = ("reference", "jax", "torch_xla")
+RUNTIMES = tuple(runtimes.RUNTIMES)
 #: runtimes whose releases live in their own environments (``runtime.release``, ``--release``):
 #: a PyTorch/XLA release pins its own torch, and a JAX release is the one the reference runtime
-#: rides on, so neither can be swapped inside this interpreter (``harness.adapters.envs``)
-RELEASED_RUNTIMES = ("torch_xla", "jax")
+#: rides on, so neither can be swapped inside this interpreter (``harness.releases.envs``)
+RELEASED_RUNTIMES = runtimes.RELEASED
 
 _CELL_KEYS = {
     "backend",

@@ -31,6 +31,15 @@ from harness.report.heatmap import (
 )
 from harness.report.history import RunPoint
 from harness.report.kills import render_kill_table
+from harness.report.properties import (
+    BISECT_ORDER,
+    BISECT_ROLE,
+    CHECK_BISECT,
+    CHECK_CATALOG,
+    RELEASE_CHECK,
+    RELEASE_RUNTIME,
+    SCENARIO_CHECKS,
+)
 from harness.report.records import ERROR, FAILED, FLAKY, PASSED, SKIPPED, TestRecord
 
 #: a run this large still renders; the rest is in the JUnit file
@@ -221,9 +230,7 @@ def _problem(record: TestRecord, anchor: str) -> str:
     return "".join(parts)
 
 
-#: the verdicts that leave CI green (``harness.adapters.expected.GREEN``)
-GREEN_VERDICTS = ("as-expected", "skipped")
-#: colours of the verdicts on real runtimes (``harness.adapters.expected``)
+#: colours of the verdicts on real runtimes (``harness.scenarios.expected``)
 VERDICT_COLORS = {
     "as-expected": COLORS[PASSED],
     "skipped": COLORS[SKIPPED],
@@ -234,13 +241,6 @@ VERDICT_COLORS = {
 }
 
 
-#: the ``release-check`` of the catalog's cell; the others (suites, invariants) are test suites
-CATALOG_CHECK = "catalog"
-#: the ``release-check`` of a release an ``xharness bisect`` tried: a scenario judged on a
-#: release, shown in the release x scenario table like the catalog's
-BISECT_CHECK = "bisect"
-#: scenario checks, as opposed to the test suites run in a release's environment
-SCENARIO_CHECKS = (CATALOG_CHECK, BISECT_CHECK)
 
 
 def release_of(record: TestRecord) -> str:
@@ -248,7 +248,7 @@ def release_of(record: TestRecord) -> str:
     The ``runtime`` property names the runtime under test, which for a release's suites is the
     reference runtime riding on it, so ``release-runtime`` comes first."""
     props = record.properties
-    runtime = props.get("release-runtime") or props.get("runtime", "").split(" ")[0]
+    runtime = props.get(RELEASE_RUNTIME) or props.get("runtime", "").split(" ")[0]
     return f"{runtime} {props.get('release', '')}".strip()
 
 
@@ -258,9 +258,9 @@ def release_check_of(record: TestRecord) -> str:
     props = record.properties
     if not props.get("release"):
         return ""
-    check = props.get("release-check", "")
+    check = props.get(RELEASE_CHECK, "")
     if not check and props.get("verdict"):
-        return CATALOG_CHECK
+        return CHECK_CATALOG
     return check
 
 
@@ -345,7 +345,7 @@ def _releases(records: Sequence[TestRecord]) -> str:
         columns.setdefault(column)
         rows.setdefault(row)
         held = cells.get((row, column))
-        if held is None or release_check_of(held) != CATALOG_CHECK:  # the catalog's run first
+        if held is None or release_check_of(held) != CHECK_CATALOG:  # the catalog's run first
             cells[(row, column)] = record
     answers = bisect_answers(records)
     head = "".join(f"<th>{escape(c)}</th>" for c in columns)
@@ -397,10 +397,10 @@ def bisect_answers(records: Sequence[TestRecord]) -> dict[str, list[TestRecord]]
 def _bisect_mark(record: TestRecord) -> str:
     """Under a release cell a bisect tried: its turn in the search, and its role in the answer."""
     props = record.properties
-    if release_check_of(record) != BISECT_CHECK:
+    if release_check_of(record) != CHECK_BISECT:
         return ""
-    role = props.get("bisect-role", "")
-    text = f"bisect #{props.get('bisect-order', '?')}" + (f": {role}" if role else "")
+    role = props.get(BISECT_ROLE, "")
+    text = f"bisect #{props.get(BISECT_ORDER, '?')}" + (f": {role}" if role else "")
     return f'<br><small class="bisect">{escape(text)}</small>'
 
 

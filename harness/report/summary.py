@@ -120,7 +120,9 @@ def _releases_section(records: Sequence[TestRecord]) -> str:
     """One row per runtime release (``xharness releases``): the catalog's verdicts and each
     other check's counts (the harness's suites, the invariants). The failing tests themselves
     are in the failures below, like every other cell's."""
-    from harness.report.dashboard import CATALOG_CHECK, GREEN_VERDICTS, release_check_of, release_of
+    from harness.report.dashboard import release_check_of, release_of
+    from harness.report.properties import CHECK_CATALOG
+    from harness.scenarios.expected import GREEN
 
     table: dict[str, dict[str, Counter[str]]] = {}
     for record in records:
@@ -128,12 +130,12 @@ def _releases_section(records: Sequence[TestRecord]) -> str:
         if not check:
             continue
         key = record.classification
-        if check == CATALOG_CHECK:
+        if check == CHECK_CATALOG:
             key = record.properties.get("verdict") or key
         table.setdefault(release_of(record), {}).setdefault(check, Counter())[key] += 1
     if not table:
         return ""
-    checks = sorted({c for row in table.values() for c in row}, key=lambda c: (c != CATALOG_CHECK, c))
+    checks = sorted({c for row in table.values() for c in row}, key=lambda c: (c != CHECK_CATALOG, c))
     lines = [
         "### Runtime releases\n\n| release | " + " | ".join(inline(c) for c in checks) + " |\n|"
         + "---|" * (len(checks) + 1) + "\n"
@@ -145,7 +147,7 @@ def _releases_section(records: Sequence[TestRecord]) -> str:
             if not counts:
                 cells.append("-")
                 continue
-            bad = (any(k not in GREEN_VERDICTS for k in counts) if check == CATALOG_CHECK
+            bad = (any(k not in GREEN for k in counts) if check == CHECK_CATALOG
                    else bool(counts[FAILED] or counts[ERROR]))
             order = {k: i for i, k in enumerate(SEVERITY)}  # most severe first, verdicts by count
             ranked = sorted(counts.items(), key=lambda kv: (order.get(kv[0], len(order)), -kv[1], kv[0]))

@@ -49,7 +49,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         help="with --runtime torch_xla or jax: run in this release's cached environment (built if "
         "needed); a version, a wheel file, a directory of wheels, or 'installed' (this interpreter's)",
     )
-    from harness.adapters import interpreters
+    from harness.releases import interpreters
 
     interpreters.add_argument(p)
     p.add_argument(
@@ -157,14 +157,14 @@ def cmd_repro(args: argparse.Namespace) -> int:
 
     if args.runtime != "reference" or args.release:
         # a real runtime: the upstream trigger, judged against the expected-outcomes table
-        from harness.adapters import releases
+        from harness.releases import catalog
 
         if args.runtime == "reference":
             raise UsageError("--release names a release of a real runtime: add --runtime torch_xla (or jax)")
-        if args.runtime not in releases.UPSTREAM_RUNTIMES:
-            known = ", ".join(("reference", *releases.UPSTREAM_RUNTIMES))
+        if args.runtime not in catalog.UPSTREAM_RUNTIMES:
+            known = ", ".join(("reference", *catalog.UPSTREAM_RUNTIMES))
             raise UsageError(f"unknown runtime {args.runtime!r}; known: {known}")
-        return releases.repro(args)
+        return catalog.repro(args)
     try:
         scenario = registry.get(args.scenario)
     except registry.UnknownScenario as exc:

@@ -5,7 +5,7 @@ so here each variant is the upstream trigger as the issue (or the test its fix a
 and the outcome says whether the release still has the bug: ``reproduced`` (the bug's upstream
 signature showed), ``passed``, ``failed`` (something else broke) or ``skipped`` (the release or
 this machine cannot run it, with the reason). Whether that outcome is good news for the release is
-the expected-outcomes table's business (``harness.adapters.expected``), never this module's.
+the expected-outcomes table's business (``harness.scenarios.expected``), never this module's.
 
 Each variant runs in a fresh process (``python -m harness.scenarios.upstream_torch_xla SCENARIO
 VARIANT``), for three reasons: PyTorch/XLA reads its flags (functionalization, param aliasing,

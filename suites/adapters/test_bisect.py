@@ -15,8 +15,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from harness.adapters import bisect_command, envs, release_spec, releases
-from harness.adapters.bisect import (
+from harness.cli import main
+from harness.releases import bisect_command, catalog, envs, release_spec
+from harness.releases.bisect import (
     AGREE,
     CHANGED,
     NEITHER,
@@ -27,11 +28,10 @@ from harness.adapters.bisect import (
     Outcome,
     bisect,
 )
-from harness.adapters.expected import FAILED, PASSED, REPRODUCED, SKIPPED
-from harness.adapters.release_spec import ReleaseSpecError
-from harness.cli import main
+from harness.releases.release_spec import ReleaseSpecError
 from harness.report.dashboard import render_dashboard
 from harness.report.junit import read_records
+from harness.scenarios.expected import FAILED, PASSED, REPRODUCED, SKIPPED
 
 R, P = REPRODUCED, PASSED
 RELEASES = ["2.5.1", "2.6.0", "2.6.1", "2.7.0", "2.8.0", "2.8.1", "2.9.0"]
@@ -310,11 +310,11 @@ def faked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
         release = Path(python).parent.parent.name.split("-")[1]
         state["ran"].append(release)  # type: ignore[union-attr]
         outcome = state["outcomes"][release]  # type: ignore[index]
-        return releases.ScenarioRun(runtime, release, scenario, outcome,
+        return catalog.ScenarioRun(runtime, release, scenario, outcome,
                                     table.judge(runtime, release, scenario, outcome), [], 0.2)
 
     monkeypatch.setattr(release_spec, "ensure", ensure)
-    monkeypatch.setattr(releases, "run_scenario", run_scenario)
+    monkeypatch.setattr(catalog, "run_scenario", run_scenario)
     state["root"], state["out"] = root, tmp_path / "reports"
     return state
 
@@ -409,7 +409,7 @@ def test_a_fresh_venvs_own_pip_lists_the_releases(tmp_path: Path, monkeypatch) -
     import subprocess
     import sys
 
-    from harness.adapters import interpreters
+    from harness.releases import interpreters
 
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, capture_output=True)

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.adapters import envs
+from harness.adapters import runtimes
+from harness.releases import envs
 
 OFFLINE = ["--no-index"]  # pip fails at once on any requirement it would have to download
 
@@ -29,9 +30,9 @@ def test_the_release_pins_torch_and_torch_xla_together() -> None:
     assert envs.requirements_for("torch_xla", "2.8.1")[0] == "torch>=2.8,<=2.8.1"
     from packaging.requirements import Requirement
 
-    torch = Requirement(envs.torch_for("2.9.0")).specifier
+    torch = Requirement(runtimes.torch_for("2.9.0")).specifier
     assert torch.contains("2.9.0") and not torch.contains("2.9.1") and not torch.contains("2.8.0")
-    assert Requirement(envs.torch_for("2.6.1")).specifier.contains("2.6.0")
+    assert Requirement(runtimes.torch_for("2.6.1")).specifier.contains("2.6.0")
     with pytest.raises(envs.ReleaseInstallError, match="runtime 'jaxlib' has no release environments"):
         envs.requirements_for("jaxlib", "0.4")
 

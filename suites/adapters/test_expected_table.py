@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.adapters import expected as ex
+from harness.scenarios import expected as ex
 
 SCENARIOS = ("unhashable-spec", "aliased-save", "double-discovery")
 

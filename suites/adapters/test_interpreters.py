@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 from fake_wheels import tiny_wheel
 
-from harness.adapters import envs, interpreters
-from harness.adapters.interpreters import Interpreter, InterpreterError
 from harness.errors import UsageError
+from harness.releases import envs, interpreters
+from harness.releases.interpreters import Interpreter, InterpreterError
 
 HERE = interpreters.running()
 

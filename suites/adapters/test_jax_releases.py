@@ -14,12 +14,13 @@ from pathlib import Path
 
 import pytest
 
-from harness.adapters import envs, releases
 from harness.cli import main
 from harness.matrix.config import RELEASED_RUNTIMES, Matrix
 from harness.matrix.progress import Progress
 from harness.matrix.supervisor import RunSettings
+from harness.releases import cells, commands, envs
 from harness.report.junit import read_records
+from harness.report.properties import CHECK_CATALOG, CHECK_SUITES
 from harness.report.records import ERROR, FAILED, PASSED, SKIPPED, Attempt, TestRecord
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -64,14 +65,14 @@ def test_the_build_names_a_missing_release_then_installs_pins_and_harness_togeth
 
 
 def test_a_jax_release_is_checked_by_the_catalog_the_invariants_and_the_suites() -> None:
-    checks = releases.release_checks("jax", "0.10.2", 900.0)
+    checks = cells.release_checks("jax", "0.10.2", 900.0)
     assert [(c.kind, c.cell.name, c.under_test) for c in checks] == [
         ("catalog", "jax-0.10.2", "jax"),
         ("invariants", "jax-0.10.2-invariants", "jax"),
         ("suites", "jax-0.10.2-suites", "reference"),  # the reference runtime riding on that JAX
     ]
     catalog, invariants, suites = (c.cell for c in checks)
-    assert catalog.paths == (releases.CATALOG_TESTS,) and catalog.timeout == 900.0
+    assert catalog.paths == (cells.CATALOG_TESTS,) and catalog.timeout == 900.0
     assert invariants.paths == ("suites/properties/test_invariants.py",)
     assert {"suites/selftest", "suites/regression", "suites/properties", "suites/models"} == set(suites.paths)
     for path in (*catalog.paths, *invariants.paths, *suites.paths):
@@ -87,23 +88,23 @@ def test_an_invariant_whose_known_failure_poisons_the_process_runs_in_a_cell_of_
     from harness.properties import base
 
     monkeypatch.setattr(base, "isolated_invariants", lambda runtime, version: ["sync-aliasing"])
-    cells = [c.cell for c in releases.release_checks("jax", "0.10.0", 900.0) if c.kind == "invariants"]
-    assert [c.name for c in cells] == ["jax-0.10.0-invariants", "jax-0.10.0-invariants-sync-aliasing"]
+    found = [c.cell for c in cells.release_checks("jax", "0.10.0", 900.0) if c.kind == "invariants"]
+    assert [c.name for c in found] == ["jax-0.10.0-invariants", "jax-0.10.0-invariants-sync-aliasing"]
     test = "suites/properties/test_invariants.py::test_sync_aliasing"
-    assert cells[0].pytest_args == (f"--deselect={test}",)
-    assert cells[1].paths == (test,) and cells[1].pytest_args == ()
+    assert found[0].pytest_args == (f"--deselect={test}",)
+    assert found[1].paths == (test,) and found[1].pytest_args == ()
 
 
 def test_a_torch_xla_release_is_checked_by_its_catalog_alone() -> None:
-    (check,) = releases.release_checks("torch_xla", "2.9.0", 900.0)
+    (check,) = cells.release_checks("torch_xla", "2.9.0", 900.0)
     assert (check.kind, check.cell.name, check.under_test) == ("catalog", "torch_xla-2.9.0", "torch_xla")
 
 
 def test_records_of_a_release_cell_say_release_runtime_check_and_how_to_rerun(tmp_path: Path) -> None:
-    (suites,) = [c for c in releases.release_checks("jax", "0.10.1", 900.0) if c.kind == "suites"]
+    (suites,) = [c for c in cells.release_checks("jax", "0.10.1", 900.0) if c.kind == "suites"]
     settings = RunSettings(matrix=Matrix(path=ROOT / "ci/matrix.toml", root=ROOT, cells={}),
                            out_dir=tmp_path, runtime=suites.under_test)
-    run = releases.ReleaseCellRun(suites.cell, settings, Progress(1), "/envs/jax-0.10.1/bin/python",
+    run = cells.ReleaseCellRun(suites.cell, settings, Progress(1), "/envs/jax-0.10.1/bin/python",
                                   released="jax", check="suites")
     nodeid = "suites/models/test_models.py::test_step"
     run.items[nodeid] = ("suites/models/test_models.py", 3)
@@ -119,12 +120,12 @@ def _record(nodeid: str, outcome: str, message: str = "") -> TestRecord:
 
 
 def _entry(failing: bool) -> dict:
-    (suites,) = [c for c in releases.release_checks("jax", "0.10.0", 900.0) if c.kind == "suites"]
+    (suites,) = [c for c in cells.release_checks("jax", "0.10.0", 900.0) if c.kind == "suites"]
     records = [_record("suites/a.py::test_ok", PASSED), _record("suites/a.py::test_skip", SKIPPED)]
     if failing:
         records += [_record("suites/b.py::test_bad", FAILED, "AssertionError: 1 != 2\nmore"),
                     _record("suites/c.py::test_crash", ERROR, "killed by signal 11 (SIGSEGV)")]
-    check = releases.check_summary(suites, records, 12.3, Path("out/junit/jax-0.10.0-suites.xml"))
+    check = commands.check_summary(suites, records, 12.3, Path("out/junit/jax-0.10.0-suites.xml"))
     return {"release": "0.10.0", "installed": True, "env_built": True, "env_seconds": 25.0,
             "catalog_seconds": 3.0, "seconds": 40.0, "checks": [check],
             "rows": [{"scenario": "host-aliasing", "expected": "reproduced", "actual": "reproduced",
@@ -138,15 +139,15 @@ def test_the_table_shows_each_suites_counts_and_failing_tests_and_they_decide_th
     assert [f["id"] for f in check["failing"]] == ["suites/b.py::test_bad", "suites/c.py::test_crash"]
     assert check["failing"][0]["message"] == "AssertionError: 1 != 2"  # the first line
     json.dumps(red)  # what --json prints
-    text = releases.render_table("jax", [red])
+    text = commands.render_table("jax", [red])
     lines = text.splitlines()
     assert lines[2].split() == ["0.10.0", "host-aliasing", "reproduced", "reproduced", "as-expected"]
     assert "jax 0.10.0: environment built (25 s), catalog run 3 s" in text
     assert "jax 0.10.0 suites (jax-0.10.0-suites): 1 passed, 1 failed, 1 error, 1 skipped in 12 s" in text
     assert "  FAILED: suites/b.py::test_bad: AssertionError: 1 != 2" in text
     assert "  ERROR: suites/c.py::test_crash: killed by signal 11 (SIGSEGV)" in text
-    assert releases._exit_code([green]) == 0
-    assert releases._exit_code([green, red]) == 1  # every verdict as expected, but a suite failed
+    assert commands.exit_code([green]) == 0
+    assert commands.exit_code([green, red]) == 1  # every verdict as expected, but a suite failed
 
 
 @pytest.mark.parametrize(
@@ -201,9 +202,9 @@ def test_a_release_run_end_to_end_judges_the_jax_catalog_and_reports_a_failing_s
         def test_breaks():
             assert 1 == 2, "the stand-in failure"
     """))
-    monkeypatch.setitem(releases.RELEASE_CHECKS, "jax", (releases.CATALOG, releases.SUITES))
-    monkeypatch.setattr(releases, "SUITE_PATHS", (str(suite),))
-    monkeypatch.setattr(releases, "SUITE_ARGS", ())
+    monkeypatch.setitem(cells.RELEASE_CHECKS, "jax", (CHECK_CATALOG, CHECK_SUITES))
+    monkeypatch.setattr(cells, "SUITE_PATHS", (str(suite),))
+    monkeypatch.setattr(cells, "SUITE_ARGS", ())
     out = tmp_path / "reports"
     assert main(["releases", "jax", "0.10.2", "--out", str(out), "--json"]) == 1
     report = json.loads(capsys.readouterr().out)

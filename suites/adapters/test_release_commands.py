@@ -42,7 +42,7 @@ def test_a_release_that_will_not_install_is_exit_3_and_the_others_still_run(offl
 
 
 def test_a_wheel_is_a_release_whose_cell_and_environment_are_keyed_by_its_hash(offline_envs: Path, capsys) -> None:
-    from harness.adapters import release_spec
+    from harness.releases import release_spec
 
     wheel = offline_envs / "dist" / "torch_xla-2.9.0+mine-cp311-cp311-linux_x86_64.whl"
     wheel.parent.mkdir()

@@ -18,22 +18,22 @@ import sys
 
 import pytest
 
-from harness.adapters import releases
-from harness.adapters.expected import AS_EXPECTED, SKIPPED, VERDICT_SKIPPED
+from harness.releases import catalog
 from harness.scenarios import registry
+from harness.scenarios.expected import AS_EXPECTED, SKIPPED, VERDICT_SKIPPED
 
 
 @pytest.mark.parametrize("scenario", [s.id for s in registry.all_scenarios()])
 def test_scenario_against_release(scenario: str, record_property) -> None:
     runtime = os.environ.get("HARNESS_RUNTIME", "")
-    if runtime not in releases.UPSTREAM_RUNTIMES:
+    if runtime not in catalog.UPSTREAM_RUNTIMES:
         pytest.skip(
-            f"runs in a release cell of {' or '.join(releases.UPSTREAM_RUNTIMES)}: xharness releases "
+            f"runs in a release cell of {' or '.join(catalog.UPSTREAM_RUNTIMES)}: xharness releases "
             "RUNTIME VERSION, or xharness run --runtime RUNTIME"
         )
     if importlib.util.find_spec(runtime) is None:
         pytest.skip(f"{runtime} is not installed in {sys.executable}")
-    run = releases.run_scenario(scenario, sys.executable, runtime=runtime)
+    run = catalog.run_scenario(scenario, sys.executable, runtime=runtime)
     for key, value in run.properties().items():
         if value or key != "release":  # a scenario without a reproducer imported no release
             record_property(key, value)

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from harness.adapters import releases
-from harness.adapters.expected import ExpectedTable, load
+from harness.releases import catalog, commands
 from harness.scenarios import upstream_torch_xla as upstream
+from harness.scenarios.expected import ExpectedTable, load
 
 DELETED = ("F0000 00:00:1795463952.559675    5381 pjrt_computation_client.cc:529] Non-OK-status: status\n"
            "Status: INVALID_ARGUMENT: CopyToHostAsync() called on deleted or donated buffer\n"
@@ -70,7 +70,7 @@ def test_a_result_line_is_taken_as_the_child_judged_it(tmp_path: Path) -> None:
 
 def test_a_scenario_is_judged_on_the_release_its_variants_imported(tmp_path: Path) -> None:
     python = fake_python(tmp_path, "kill -ABRT $$\n", stderr=DELETED)
-    run = releases.run_scenario("aliased-save", python, load(), timeout=30)
+    run = catalog.run_scenario("aliased-save", python, load(), timeout=30)
     assert run.release == "2.5.1" and run.outcome == "reproduced"
     assert run.verdict.verdict == "as-expected"  # the table says 2.5.1 reproduces aliased-save
     props = run.properties()
@@ -82,7 +82,7 @@ def test_a_scenario_is_judged_on_the_release_its_variants_imported(tmp_path: Pat
 
 def test_a_fixed_release_that_reproduces_is_a_regression(tmp_path: Path) -> None:
     python = fake_python(tmp_path, "kill -ABRT $$\n", stderr=DELETED, release="2.9.0")
-    run = releases.run_scenario("aliased-save", python, load(), timeout=30)
+    run = catalog.run_scenario("aliased-save", python, load(), timeout=30)
     assert (run.release, run.outcome, run.verdict.verdict) == ("2.9.0", "reproduced", "regressed")
     assert run.message().startswith("regressed: expected passed (expected.toml line")
 
@@ -94,18 +94,18 @@ def test_a_fixed_release_that_reproduces_is_a_regression(tmp_path: Path) -> None
 )
 def test_variants_aggregate(outcomes: list[str], overall: str) -> None:
     variants = [upstream.VariantOutcome("s", f"v{i}", o) for i, o in enumerate(outcomes)]
-    assert releases.aggregate(variants) == overall
+    assert catalog.aggregate(variants) == overall
 
 
 def test_reproducers_name_catalog_scenarios_and_a_scenario_without_one_is_skipped_saying_so() -> None:
     from harness.scenarios import registry
 
-    catalog = [s.id for s in registry.all_scenarios()]
-    assert set(upstream.scenarios()) <= set(catalog)
+    ids = [s.id for s in registry.all_scenarios()]
+    assert set(upstream.scenarios()) <= set(ids)
     assert {"race-on-handles", "double-discovery", "unhashable-spec", "lost-sharding",
             "aliased-save"} <= set(upstream.scenarios())
     assert isinstance(load(), ExpectedTable)
-    run = releases.run_scenario("no-reproducer-here", "/nonexistent/python")
+    run = catalog.run_scenario("no-reproducer-here", "/nonexistent/python")
     assert (run.outcome, run.verdict.verdict, run.variants) == ("skipped", "skipped", [])
     assert run.verdict.reason.startswith("no torch_xla reproducer of no-reproducer-here yet")
 
@@ -118,10 +118,10 @@ def test_the_release_table_lists_every_row(tmp_path: Path) -> None:
         {"release": "0.0.1", "installed": False, "error": "cannot install torch_xla 0.0.1: pip install ...",
          "rows": [{"scenario": "xharness::install", "expected": "-", "actual": "error", "verdict": "not-installed"}]},
     ]
-    text = releases.render_table("torch_xla", entries)
+    text = commands.render_table("torch_xla", entries)
     lines = text.splitlines()
     assert lines[0].split() == ["release", "scenario", "expected", "actual", "verdict"]
     assert lines[2].split() == ["2.5.1", "aliased-save", "reproduced", "reproduced", "as-expected"]
     assert "torch_xla 0.0.1: NOT INSTALLED: cannot install torch_xla 0.0.1" in text
-    assert releases._exit_code(entries) == releases.EXIT_INSTALL
-    assert releases._exit_code(entries[:1]) == 0
+    assert commands.exit_code(entries) == catalog.EXIT_INSTALL
+    assert commands.exit_code(entries[:1]) == 0

@@ -194,7 +194,7 @@ def job_pythons(job: dict) -> list[str]:
 
 
 def newest_jax_on_the_index() -> Version:
-    from harness.adapters.bisect_command import ReleaseListError, index_releases
+    from harness.releases.bisect_command import ReleaseListError, index_releases
 
     try:
         return index_releases("jax")[-1]
@@ -204,7 +204,7 @@ def newest_jax_on_the_index() -> Version:
 
 def test_the_upstream_job_runs_an_interpreter_the_newest_jax_supports() -> None:
     """On Python 3.11 pip can never reach JAX 0.11 or later: the job would test 0.10.2 forever."""
-    from harness.adapters.interpreters import ask
+    from harness.releases.interpreters import ask
 
     (python,) = job_pythons(workflow()["jobs"][UPSTREAM_JOB]) or [None]
     assert python, f"ci.yml: the {UPSTREAM_JOB} job must name its Python (container python:3.N-... or setup-python)"
@@ -219,7 +219,7 @@ def test_the_upstream_job_runs_an_interpreter_the_newest_jax_supports() -> None:
 def test_the_test_job_runs_the_floor_and_the_newest_declared_jax() -> None:
     """Every change runs the suites on both JAX lines: the floor of requires-python (whose pip
     resolves the JAX of that Python) and a Python whose pip resolves the newest declared JAX."""
-    from harness.adapters.interpreters import ask
+    from harness.releases.interpreters import ask
 
     pythons = job_pythons(workflow()["jobs"]["lint-and-test"])
     floor = SpecifierSet(project()["requires-python"])

@@ -27,14 +27,13 @@ from pathlib import Path
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
-from harness.adapters import envs
+from harness.adapters.runtimes import RUNTIMES, torch_for
+from harness.releases import envs
 
 INDEX, WHEEL, WHEELS_DIR, INSTALLED = "index", "wheel", "wheels-dir", "installed"
 KINDS = (INDEX, WHEEL, WHEELS_DIR, INSTALLED)
 #: the word that names the interpreter's own runtime
 INSTALLED_WORD = "installed"
-#: the distribution that is each runtime
-DISTRIBUTIONS = {"torch_xla": "torch-xla", "jax": "jax"}
 #: hex digits of a wheel's sha256 in its environment's name
 DIGEST_CHARS = 12
 _CHUNK = 1 << 20
@@ -91,7 +90,7 @@ class ReleaseSpec:
         wanted = [str(f) for f in self.files]
         names = {canonicalize_name(parse_wheel_filename(f.name)[0]) for f in self.files}
         if self.runtime == "torch_xla" and "torch" not in names:
-            wanted.append(envs.torch_for(str(self.version)))
+            wanted.append(torch_for(str(self.version)))
         return wanted
 
 
@@ -115,17 +114,19 @@ def parse(runtime: str, text: str) -> ReleaseSpec:
     if text.endswith(".whl") or "/" in text:
         raise ReleaseSpecError(f"no such wheel file or directory: {text}")
     raise ReleaseSpecError(
-        f"not a release version: {text!r} (like {_example(runtime)}), nor a wheel file, a "
+        f"not a release version: {text!r} (like {RUNTIMES[runtime].example if runtime in RUNTIMES else '1.0'}), nor a wheel file, a "
         f"directory of wheels or {INSTALLED_WORD!r}"
     )
 
 
-def _example(runtime: str) -> str:
-    return {"torch_xla": "2.9.0", "jax": "0.10.2"}.get(runtime, "1.0")
+def distribution(runtime: str) -> str:
+    """The distribution that is ``runtime`` on the package index (its own name when it has none)."""
+    facts = RUNTIMES.get(runtime)
+    return facts.distribution if facts is not None and facts.distribution else runtime
 
 
 def _installed(runtime: str) -> ReleaseSpec:
-    dist = DISTRIBUTIONS.get(runtime, runtime)
+    dist = distribution(runtime)
     try:
         version = Version(importlib.metadata.version(dist))
     except (importlib.metadata.PackageNotFoundError, InvalidVersion):
@@ -139,7 +140,7 @@ def _installed(runtime: str) -> ReleaseSpec:
 def _wheels(runtime: str, kind: str, where: Path, wheels: list[Path]) -> ReleaseSpec:
     """A wheel or a directory of them: the runtime's wheel gives the version, the bytes of all
     of them the digest."""
-    dist = canonicalize_name(DISTRIBUTIONS.get(runtime, runtime))
+    dist = canonicalize_name(distribution(runtime))
     own: list[tuple[Path, Version]] = []
     for wheel in wheels:
         try:

@@ -42,6 +42,7 @@ from pathlib import Path
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
+from harness.adapters.runtimes import RELEASED
 from harness.scenarios.base import BACKENDS
 
 REPRODUCED, PASSED, FAILED, SKIPPED = "reproduced", "passed", "failed", "skipped"
@@ -56,7 +57,7 @@ VERDICT_SKIPPED = "skipped"
 VERDICTS = (AS_EXPECTED, REGRESSED, UNEXPECTEDLY_FIXED, UNEXPECTED, VERDICT_SKIPPED)
 GREEN = (AS_EXPECTED, VERDICT_SKIPPED)
 #: runtimes a row may name (the reference runtime is judged by its fault switches instead)
-REAL_RUNTIMES = ("jax", "torch_xla")
+REAL_RUNTIMES = tuple(sorted(RELEASED))
 
 #: the backend of a row that names none, and of a run whose caller names none
 DEFAULT_BACKEND = "cpu"

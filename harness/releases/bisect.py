@@ -1,7 +1,7 @@
 """The search of ``xharness bisect``: the first release whose outcome differs from the good end's.
 
 Pure: releases in, a callable that says a release's outcome, a result value out. No environment,
-no process and no printing here (``harness.adapters.bisect_command`` does those), so every branch
+no process and no printing here (``harness.releases.bisect_command`` does those), so every branch
 of the search is tested over fake outcome sequences without installing anything.
 
 The search is ``git bisect``'s. Both ends are checked first; the good end (the older) decides which
@@ -25,7 +25,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
-from harness.adapters.expected import PASSED, REPRODUCED
+from harness.scenarios.expected import PASSED, REPRODUCED
 
 #: the outcome of a release whose environment could not be built
 NOT_INSTALLED = "not-installed"

@@ -2,7 +2,7 @@
 
 The releases come from the package index (``index_releases`` below), oldest first, or
 from ``--releases``; either end may be a maintainer's own build (a wheel, a directory of wheels,
-``installed``: ``harness.adapters.release_spec``). The search (``harness.adapters.bisect``) visits
+``installed``: ``harness.releases.release_spec``). The search (``harness.releases.bisect``) visits
 releases one at a time; each visited release gets its cached environment (built, or reused as
 ``releases`` reuses it) and the scenario's upstream trigger runs there, judged as ``repro
 --release`` judges it. Only the visited releases are built, and ``--keep N`` caps how many of the
@@ -48,14 +48,25 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import SpecifierSet
 from packaging.version import InvalidVersion, Version
 
-from harness.adapters import bisect as search
-from harness.adapters import envs, interpreters, release_spec
-from harness.adapters.bisect import NOT_INSTALLED, BisectResult, EnvKeeper, Outcome, Trial
-from harness.adapters.expected import ExpectedTable, ExpectedTableError
-from harness.adapters.expected import load as load_table
-from harness.adapters.release_spec import DISTRIBUTIONS, ReleaseSpec, ReleaseSpecError
+from harness.adapters.runtimes import RUNTIMES
 from harness.errors import UsageError
 from harness.matrix.config import RELEASED_RUNTIMES
+from harness.releases import bisect as search
+from harness.releases import envs, interpreters, release_spec
+from harness.releases.bisect import NOT_INSTALLED, BisectResult, EnvKeeper, Outcome, Trial
+from harness.releases.release_spec import ReleaseSpec, ReleaseSpecError, distribution
+from harness.report.properties import (
+    BISECT,
+    BISECT_ORDER,
+    BISECT_RELEASE,
+    BISECT_ROLE,
+    CHECK_BISECT,
+    RELEASE_CHECK,
+    RELEASE_RUNTIME,
+    REPRO,
+)
+from harness.scenarios.expected import ExpectedTable, ExpectedTableError
+from harness.scenarios.expected import load as load_table
 
 EXIT_FOUND, EXIT_NO_CHANGE, EXIT_NOTHING_INSTALLED = 0, 1, 3
 EXIT_CODES = {
@@ -65,9 +76,7 @@ EXIT_CODES = {
     search.NEITHER: EXIT_NO_CHANGE,
     search.NOTHING_INSTALLED: EXIT_NOTHING_INSTALLED,
 }
-#: the ``release-check`` property of a bisect's records (the dashboard groups by it)
-CHECK = "bisect"
-RECORD_FILE = "harness/adapters/bisect.py"
+RECORD_FILE = "harness/releases/bisect.py"
 
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -105,8 +114,6 @@ def _say(message: str) -> None:
 
 
 # ------------------------------------------------------------------------------ the index
-#: the floor of runtimes whose range is not the project's declared dependency range
-FLOORS = {"torch_xla": SpecifierSet(">=2.5")}
 
 
 class ReleaseListError(Exception):
@@ -115,8 +122,9 @@ class ReleaseListError(Exception):
 
 def supported(runtime: str, root: Path | None = None) -> SpecifierSet:
     """The releases of ``runtime`` the project supports (see the module doc)."""
-    if runtime in FLOORS:
-        return FLOORS[runtime]
+    facts = RUNTIMES.get(runtime)
+    if facts is not None and facts.floor:
+        return SpecifierSet(facts.floor)
     try:
         meta = tomllib.loads(((root or envs.project_root()) / "pyproject.toml").read_text())
         dependencies = meta["project"]["dependencies"]
@@ -127,7 +135,7 @@ def supported(runtime: str, root: Path | None = None) -> SpecifierSet:
             requirement = Requirement(text)
         except InvalidRequirement:
             continue
-        if requirement.name == DISTRIBUTIONS.get(runtime, runtime):
+        if requirement.name == distribution(runtime):
             return requirement.specifier
     return SpecifierSet()
 
@@ -152,9 +160,9 @@ def index_releases(runtime: str, pip_args: Sequence[str] | None = None,
     an older pip (the 23.2.1 a fresh Python 3.11.7 venv brings) prints the same list as text,
     which is read instead. Releases whose ``Requires-Python`` excludes the listing interpreter
     are listed too (``--ignore-requires-python``): each release is built with an interpreter it
-    fits (``harness.adapters.interpreters``), so JAX 0.12 is a candidate from Python 3.11.
+    fits (``harness.releases.interpreters``), so JAX 0.12 is a candidate from Python 3.11.
     Raises :class:`ReleaseListError` with pip's output when pip cannot list them."""
-    dist = DISTRIBUTIONS.get(runtime, runtime)
+    dist = distribution(runtime)
     extra = list(pip_args) if pip_args is not None else envs.extra_pip_args()
     base = [python or sys.executable, "-m", "pip", "index", "versions", "--ignore-requires-python"]
     proc = _pip_listing([*base, "--json", *extra, dist], extra)
@@ -273,7 +281,7 @@ class Runner:
     order: list[str] = field(default_factory=list)
 
     def __call__(self, spec: ReleaseSpec) -> Outcome:
-        from harness.adapters.releases import run_scenario
+        from harness.releases.catalog import run_scenario
 
         started = time.monotonic()
         try:
@@ -450,9 +458,9 @@ def records(report: dict[str, Any], runs: dict[str, Any]) -> list[Any]:
             props = {"runtime": runtime, "release": trial["release"], "scenario": scenario,
                      "expected": "-", "actual": trial["outcome"], "verdict": NOT_INSTALLED,
                      "reason": trial["note"]}
-        props.update({"release-runtime": runtime, "release-check": CHECK, "bisect": cell,
-                      "bisect-order": str(trial["order"]), "bisect-release": trial["release"],
-                      "bisect-role": trial["role"], "repro": trial["replay"]})
+        props.update({RELEASE_RUNTIME: runtime, RELEASE_CHECK: CHECK_BISECT, BISECT: cell,
+                      BISECT_ORDER: str(trial["order"]), BISECT_RELEASE: trial["release"],
+                      BISECT_ROLE: trial["role"], REPRO: trial["replay"]})
         if trial["outcome"] == NOT_INSTALLED:
             attempt = Attempt(SKIPPED, trial["seconds"], f"skipped by the bisect: {trial['note']}")
         elif trial["outcome"] in search.DECISIVE:
@@ -480,8 +488,8 @@ def records(report: dict[str, Any], runs: dict[str, Any]) -> list[Any]:
 
 # ------------------------------------------------------------------------------ the command
 def bisect_command(args: argparse.Namespace) -> int:
-    from harness.adapters.releases import UPSTREAM_RUNTIMES
     from harness.matrix.interrupt import sigterm_interrupts
+    from harness.releases.catalog import UPSTREAM_RUNTIMES
     from harness.scenarios import registry
     from harness.scenarios import upstream_torch_xla as upstream
 

@@ -38,8 +38,9 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
-from harness.adapters import interpreters
-from harness.adapters.interpreters import Interpreter, InterpreterError
+from harness.adapters.runtimes import RUNTIMES, UnknownRelease
+from harness.releases import interpreters
+from harness.releases.interpreters import Interpreter, InterpreterError
 from harness.report.files import write_atomic
 
 ENV_DIR_VARIABLE = "XHARNESS_ENV_DIR"
@@ -50,29 +51,6 @@ STAMP = "xharness-env.json"
 EXTRA = "test"
 PIP_TAIL_LINES = 25
 
-
-
-def torch_for(release: str) -> str:
-    """The ``torch`` a torch_xla release goes with: torch_xla X.Y.Z is built against torch X.Y,
-    and torch has no patch release for every torch_xla one (torch_xla 2.8.1 and 2.6.1 pair with
-    torch 2.8.0 and 2.6.0; there is no torch 2.8.1), so an exact pin makes those uninstallable.
-    The newest torch of the same minor that is not newer than the release: where torch has the
-    same version (2.5.1, 2.9.0) that is the one, as the exact pin was, and never a later torch
-    patch (2.9.1) that the release was not built with."""
-    try:
-        version = Version(release)
-    except InvalidVersion:
-        raise ReleaseInstallError("torch_xla", release, "not a release version") from None
-    major, minor, patch = (*version.release, 0, 0)[:3]
-    return f"torch>={major}.{minor},<={major}.{minor}.{patch}"
-
-
-#: what ``pip install`` gets for a release of each runtime that lives in its own environment
-RELEASE_REQUIREMENTS: dict[str, Callable[[str], list[str]]] = {
-    "torch_xla": lambda release: [torch_for(release), f"torch-xla=={release}"],
-    # jaxlib is pinned too: jax accepts a range of jaxlibs, and the release is the pair
-    "jax": lambda release: [f"jax=={release}", f"jaxlib=={release}"],
-}
 
 
 class ReleaseInstallError(Exception):
@@ -158,13 +136,16 @@ def project_fingerprint(root: Path) -> str:
 
 
 def requirements_for(runtime: str, release: str) -> list[str]:
-    try:
-        return RELEASE_REQUIREMENTS[runtime](release)
-    except KeyError:
-        known = ", ".join(RELEASE_REQUIREMENTS)
+    facts = RUNTIMES.get(runtime)
+    if facts is None or facts.requirements is None:
+        known = ", ".join(name for name, f in RUNTIMES.items() if f.requirements is not None)
         raise ReleaseInstallError(
             runtime, release, f"runtime {runtime!r} has no release environments (known: {known})"
-        ) from None
+        )
+    try:
+        return facts.requirements(release)
+    except UnknownRelease:
+        raise ReleaseInstallError(runtime, release, "not a release version") from None
 
 
 def extra_pip_args() -> list[str]:
@@ -277,7 +258,7 @@ def ensure_env(
     pythons: Sequence[str] | None = None,
 ) -> ReleaseEnv:
     """The environment of ``runtime`` ``release``: reused when complete, else built with the
-    first interpreter that the release fits (``harness.adapters.interpreters``).
+    first interpreter that the release fits (``harness.releases.interpreters``).
 
     ``requirements`` replaces the release's own pins (tests use it to make pip fail fast),
     ``pip_args`` defaults to ``$XHARNESS_PIP_ARGS``, and ``pythons`` (``--python``) names the
