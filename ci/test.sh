@@ -8,6 +8,8 @@ cd "$(dirname "$0")/.."
 source ci/setup.sh
 
 .venv/bin/ruff check .
+# the rooms import only downwards ([tool.importlinter] in pyproject.toml)
+.venv/bin/lint-imports
 # the workflow as a security reviewer reads it (offline: no network lookups), and dependabot's file
 .venv/bin/zizmor --offline .github/workflows/
 .venv/bin/check-jsonschema --builtin-schema vendor.dependabot .github/dependabot.yml

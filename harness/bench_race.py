@@ -68,7 +68,7 @@ def _body(scenario: str, seed: int, inject: bool) -> Callable[[], None]:
 
     module, variant = SCENARIOS[scenario]
     fn = getattr(importlib.import_module(module), variant)
-    return runner._controlled(fn, Context(seed, inject, DEVICES))
+    return runner.controlled(fn, Context(seed, inject, DEVICES))
 
 
 def _summary(counts: list[int | None]) -> dict[str, Any]:

@@ -9,12 +9,13 @@ permissions for a new file (``0666`` less the umask), not the private mode of a 
 from __future__ import annotations
 
 import os
-import sys
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import BinaryIO
+
+from harness import hooks
 
 
 def _new_file_mode() -> int:
@@ -26,9 +27,7 @@ def _new_file_mode() -> int:
 def _reach(seam: str) -> None:
     """A failure seam of the runtime (``harness.runtime.seams``), where the runtime is loaded:
     a report written without it never imports it (nor JAX through it)."""
-    seams = sys.modules.get("harness.runtime.seams")
-    if seams is not None:
-        seams.reach(seam)
+    hooks.call("file-seam", seam)
 
 
 @contextmanager

@@ -30,6 +30,8 @@ from typing import Any, TextIO
 
 import pytest
 
+from harness import hooks
+
 DEFAULT_CPU_DEVICES = 8
 _XLA_COUNT_RE = re.compile(r"(^|\s)--xla_force_host_platform_device_count(=|\s|$)")
 
@@ -155,9 +157,8 @@ def _bound_runtime_waits(timeout: float | None) -> None:
         return
     deadline = f"{max(1.0, timeout * WAIT_SHARE):g}"
     os.environ["HARNESS_WAIT_TIMEOUT"] = deadline
-    runtime_config = sys.modules.get("harness.runtime.config")
-    if runtime_config is not None:  # already imported: its options were read from the old env
-        runtime_config.options.wait_timeout = float(deadline)
+    # a runtime already imported read its options from the old environment
+    hooks.call("wait-timeout", float(deadline))
 
 
 def _is_xdist_worker(config: pytest.Config) -> bool:

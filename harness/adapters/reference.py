@@ -126,7 +126,7 @@ class ReferenceAdapter(base.TorchStyleAliasing, base.BaseAdapter):
         from harness.runtime.tensor import Tensor
 
         zero = ir.const(0.0, np.dtype(np.float32))
-        param = Tensor._from_node(ir.Node("broadcast_to", (zero,), (tuple(shape),)))
+        param = Tensor.from_node(ir.Node("broadcast_to", (zero,), (tuple(shape),)))
         return self.xr.fsdp.prepare_partition_spec(param, mesh)
 
     def op_sharding(self, mesh: Any, spec: Any) -> Any:

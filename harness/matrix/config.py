@@ -17,6 +17,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from harness import hardware
 from harness.adapters import runtimes
 
 #: backends a cell may name; each maps to the JAX platform it selects
@@ -245,12 +246,6 @@ def _first_visible(listed: str | None, count: int) -> str:
     return ",".join(entries[:count])
 
 
-def _device_count(backend: str) -> int:
-    from harness.matrix.probe import device_count  # the probe imports this module
-
-    return device_count(backend)
-
-
 @dataclass(frozen=True)
 class Matrix:
     path: Path
@@ -266,7 +261,7 @@ class Matrix:
         every device the probe finds (``found(backend)``, default the probe's count) when there
         are at least two, else kept as it is (the probe then says why it cannot run). A derived
         cell the file also names explicitly is listed once, as the file says."""
-        count = found or _device_count
+        count = found or hardware.device_count
         out: dict[str, Cell] = {}
         for cell in self.cells.values():
             if cell.all_devices:
@@ -283,7 +278,7 @@ class Matrix:
         for the hardware it means and the probe says why it cannot run here."""
         if not names:
             return self.listed(found)
-        count = found or _device_count
+        count = found or hardware.device_count
         chosen: dict[str, Cell] = {}
         for name in names:
             cell = self.cells.get(name) or self._by_count(name)

@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from harness import hooks
 from harness.matrix.events import Event, EventReader
 
 #: exit statuses of a pytest session that ended by itself
@@ -473,3 +474,11 @@ if __name__ == "__main__":
     from harness.matrix import multiproc as _multiproc
 
     sys.exit(_multiproc.launch_rank(sys.argv[1:]))
+
+
+def _first_discovery() -> None:
+    take_turn("discovery")
+
+
+# the runtime's first discovery in a rank of a turn-ordered launch takes that rank's turn
+hooks.register("first-discovery", _first_discovery)

@@ -9,17 +9,14 @@ from __future__ import annotations
 
 import importlib.util
 import os
-import re
 from dataclasses import dataclass
-from pathlib import Path
 
+from harness import hardware
+from harness.hardware import GPU_VISIBLE, TPU_VISIBLE
 from harness.matrix.config import MIN_TEMPLATE_DEVICES, Cell
 
 _GPU_PLUGINS = ("jax_cuda13_plugin", "jax_cuda12_plugin", "jax_rocm_plugin", "jax_rocm60_plugin")
 _TPU_PLUGINS = ("libtpu",)
-#: the variables that narrow the devices a process sees (``harness.matrix.config`` sets them)
-GPU_VISIBLE = "CUDA_VISIBLE_DEVICES"
-TPU_VISIBLE = "TPU_VISIBLE_CHIPS"
 
 
 @dataclass(frozen=True)
@@ -33,56 +30,6 @@ def _has_module(name: str) -> bool:
         return importlib.util.find_spec(name) is not None
     except (ImportError, ValueError):
         return False
-
-
-def _count(directory: str, pattern: str) -> int:
-    try:
-        return sum(1 for entry in os.listdir(directory) if re.fullmatch(pattern, entry))
-    except OSError:
-        return 0
-
-
-def gpu_count() -> int:
-    """GPUs JAX would see: those the driver exposes (NVIDIA: ``/proc/driver/nvidia/gpus`` or
-    ``/dev/nvidiaN``; AMD: render nodes with ``/dev/kfd``), narrowed by ``CUDA_VISIBLE_DEVICES``
-    when the environment sets it, as the driver narrows them for the cell's processes."""
-    count = _count("/proc/driver/nvidia/gpus", r".+") or _count("/dev", r"nvidia\d+")
-    if not count and Path("/dev/kfd").exists():
-        count = _count("/dev/dri", r"renderD\d+")
-    return _visible(count, os.environ.get(GPU_VISIBLE))
-
-
-def tpu_count() -> int:
-    """TPU chips (``/dev/accelN`` on v4 and later, ``/dev/vfio/N`` on v5e/v6e), narrowed by
-    ``TPU_VISIBLE_CHIPS`` when the environment sets it."""
-    count = _count("/dev", r"accel\d+") or _count("/dev/vfio", r"\d+")
-    return _visible(count, os.environ.get(TPU_VISIBLE))
-
-
-def _visible(present: int, listed: str | None) -> int:
-    """How many of ``present`` devices a visible-devices list leaves: its entries up to the first
-    that names no device (the CUDA driver ignores the rest), an index below ``present`` or a
-    UUID (``GPU-...``, ``MIG-...``, which cannot be checked without the driver)."""
-    if listed is None:
-        return present
-    seen = 0
-    for entry in (e.strip() for e in listed.split(",")):
-        if not entry:
-            continue
-        if entry.lstrip("-").isdigit() and not 0 <= int(entry) < present:
-            break
-        seen += 1
-    return min(seen, present)
-
-
-def device_count(backend: str) -> int:
-    """Accelerators of ``backend`` this machine shows (``gpu``, ``tpu``): the count a template
-    cell (``devices = "all"``) takes. CPU devices are made to the cell's count, not found: 0."""
-    if backend == "gpu":
-        return gpu_count()
-    if backend == "tpu":
-        return tpu_count()
-    return 0
 
 
 @dataclass(frozen=True)
@@ -109,7 +56,7 @@ _ACCELERATORS = {
 def _probe_accelerator(cell: Cell, accelerator: _Accelerator) -> Availability:
     if not any(_has_module(m) for m in accelerator.plugins):
         return Availability(False, accelerator.missing_plugin)
-    found = device_count(cell.backend)
+    found = hardware.device_count(cell.backend)
     if found == 0:
         listed = os.environ.get(accelerator.visible)
         if listed is not None:

@@ -27,6 +27,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, fields
 
+from harness import hooks
+
 #: the names of a matmul precision that are accepted, each with its canonical name (JAX's
 #: ``jax.lax.Precision`` aliases: the same three levels under the names of the formats they use)
 MATMUL_PRECISIONS: dict[str, str] = {
@@ -115,3 +117,11 @@ def configure(**changes: object) -> Options:
 def restore(previous: Options) -> None:
     for f in fields(Options):
         setattr(options, f.name, getattr(previous, f.name))
+
+
+def _bound_waits(seconds: float) -> None:
+    options.wait_timeout = seconds
+
+
+# a per-test limit set after this module read the environment still bounds the waits
+hooks.register("wait-timeout", _bound_waits)

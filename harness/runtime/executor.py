@@ -1169,3 +1169,25 @@ def wait_device_ops(raise_errors: bool = True) -> None:
 
     ``raise_errors=False`` only waits and forgets the failure (cleanup between tests)."""
     _worker.wait_all(raise_errors)
+
+
+def cached_plans() -> list[Any]:
+    """The compiled plans in the plan cache, oldest first (a copy)."""
+    with _cache_lock:
+        return list(_cache.values())
+
+
+def _scalars() -> dict[tuple, Any]:
+    with _scalar_lock:
+        return dict(_scalar_cache)
+
+
+# what the failure-safety invariant reads of this module (``harness.runtime.seams``)
+seams.register_lock("executor plan cache lock", _cache_lock)
+seams.register_lock("executor scalar cache lock", _scalar_lock)
+seams.register_lock("executor thread lock", _worker._lock)
+seams.register_lock("operation tracker lock", _operations._lock)
+seams.register_state("compiles", lambda: metrics.compiles)
+seams.register_state("plans", lambda: len(_cache))
+seams.register_state("scalars", _scalars)
+seams.register_state("failure", lambda: _worker._failure)

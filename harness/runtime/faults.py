@@ -14,6 +14,8 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from harness.runtime import seams
+
 RACE_ON_HANDLES = "race-on-handles"
 DOUBLE_DISCOVERY = "double-discovery"
 UNHASHABLE_SPEC = "unhashable-spec"
@@ -90,3 +92,7 @@ def inject(name: str) -> Iterator[None]:
     finally:
         with _lock:
             _counts[name] -= 1
+
+
+# a failed operation must leave this lock released (``harness.runtime.seams``)
+seams.register_lock("fault switch lock", _lock)

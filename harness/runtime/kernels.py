@@ -134,7 +134,7 @@ def trace_kernel(kernel: Callable[..., Any], *inputs: Tensor) -> Tensor:
         seams.reach("kernel")
         _lowered[key] = jax.jit(kernel).trace(*structs).lower()  # the lowering the custom call would embed
     node = ir.Node("kernel", tuple(t._operand() for t in inputs), (kernel,))
-    return Tensor._from_node(node, any(t.requires_grad for t in inputs))
+    return Tensor.from_node(node, any(t.requires_grad for t in inputs))
 
 
 def attention_kernel(q: Any, k: Any, v: Any) -> Any:
@@ -146,3 +146,15 @@ def attention_kernel(q: Any, k: Any, v: Any) -> Any:
 
 def flash_attention(q: Tensor, k: Tensor, v: Tensor) -> Tensor:
     return trace_kernel(attention_kernel, q, k, v)
+
+
+def _guards_open() -> int:
+    with _guard_lock:
+        return _open_guards
+
+
+# what the failure-safety invariant reads of this module (``harness.runtime.seams``)
+seams.register_lock("kernel guard lock", _guard_lock)
+seams.register_state("guards", _guards_open)
+seams.register_state("lowered", lambda: dict(_lowered))
+seams.register_state("structs", lambda: dict(_structs))

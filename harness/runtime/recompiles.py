@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from harness.runtime import ir
+from harness.runtime import ir, seams
 
 log = logging.getLogger(__name__)
 
@@ -133,3 +133,14 @@ def forget() -> None:
     with _lock:
         _recent.clear()
         _last = None
+
+
+def _notes() -> tuple[Any, ...]:
+    with _lock:
+        return tuple(_recent)
+
+
+# what the failure-safety invariant reads of this module (``harness.runtime.seams``)
+seams.register_lock("recompile notes lock", _lock)
+seams.register_state("notes", _notes)
+seams.register_state("last_reason", last_compile_reason)

@@ -15,20 +15,24 @@ armed, ``reach`` is one test of an empty dict. Arming is process-wide (the ``exe
 reached on the executor thread), one arming per seam at a time.
 
 ``state()`` reads what a failed operation must leave as it was or consistent (the kernel guard
-and its environment flag, the runtime's locks, the caches that record an operation's success),
-from where it lives: the failure-safety invariant (``harness.properties.failures``) compares it
-around the operation that failed.
+and its environment flag, the runtime's locks, the caches that record an operation's success):
+the failure-safety invariant (``harness.properties.failures``) compares it around the operation
+that failed. This module is a leaf: each module of the runtime registers its locks
+(``register_lock``) and how to read its part of the state (``register_state``) next to the
+things themselves, the way pytest plugins register hooks, so that the seams never reach into
+another module's private names.
 """
 
 from __future__ import annotations
 
-import os
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
+
+from harness import hooks
 
 #: every seam, with where the runtime reaches it
 SEAMS: dict[str, str] = {
@@ -136,28 +140,33 @@ class State:
     failure: BaseException | None  # an execution failure not yet reported by a wait
 
 
-def _locks() -> dict[str, Any]:
-    from harness.runtime import executor, faults, kernels, recompiles, step, topology
+#: the runtime's locks, each registered by the module that holds it (``register_lock``)
+_locks: dict[str, Any] = {}
+#: readers of the fields of ``State``, each registered by the module whose state it is
+_readers: dict[str, Callable[[], Any]] = {}
+#: the fields ``state`` computes itself
+_OWN_FIELDS = ("held",)
 
-    return {
-        "executor plan cache lock": executor._cache_lock,
-        "executor scalar cache lock": executor._scalar_lock,
-        "executor thread lock": executor._worker._lock,
-        "operation tracker lock": executor._operations._lock,
-        "topology lock": topology._lock,
-        "kernel guard lock": kernels._guard_lock,
-        "sync lock": step._sync_lock,
-        "live storage lock": step._live_lock,
-        "recompile notes lock": recompiles._lock,
-        "fault switch lock": faults._lock,
-    }
+
+def register_lock(name: str, lock: Any) -> None:
+    """Declare one of the runtime's locks (by the module that holds it, next to the lock): a
+    failed operation must leave it released (``held_locks``)."""
+    _locks[name] = lock
+
+
+def register_state(name: str, read: Callable[[], Any]) -> None:
+    """Declare how to read one field of ``State`` (by the module whose state it is, next to the
+    thing itself); ``read`` returns a copy, so later changes do not reach it."""
+    if name not in {f.name for f in fields(State)} or name in _OWN_FIELDS:
+        raise ValueError(f"State has no field {name!r} to register a reader for")
+    _readers[name] = read
 
 
 def held_locks(patience: float = 0.2) -> tuple[str, ...]:
     """The runtime locks some thread holds. A lock seen held is looked at again until
     ``patience`` seconds have passed: the executor thread takes some for microseconds at a time,
     and only one that stays held is reported."""
-    locks = _locks()
+    locks = dict(_locks)
     held = [name for name, lock in locks.items() if _is_held(lock)]
     deadline = time.monotonic() + patience
     while held and time.monotonic() < deadline:
@@ -170,38 +179,30 @@ def _is_held(lock: Any) -> bool:
     locked = getattr(lock, "locked", None)
     if locked is not None:
         return bool(locked())
-    # a ``threading.RLock``, which has no ``locked()`` before Python 3.14: held by this thread,
-    # or refused to it
-    if lock._is_owned():
-        return True
-    if lock.acquire(blocking=False):
-        lock.release()
-        return False
-    return True
+    # a ``threading.RLock``, which has no ``locked()`` before Python 3.14: this thread would be let
+    # in again if it held it, so another thread asks
+    free: list[bool] = []
+
+    def ask() -> None:
+        if lock.acquire(blocking=False):
+            lock.release()
+            free.append(True)
+
+    asker = threading.Thread(target=ask, name="xharness-lock-probe")
+    asker.start()
+    asker.join()
+    return not free
 
 
 def state() -> State:
-    """The runtime's failure-relevant state now (copies: later changes do not reach it)."""
-    from harness.runtime import executor, kernels, recompiles, topology
+    """The runtime's failure-relevant state now, read through what each module registered."""
+    wanted = [f.name for f in fields(State) if f.name not in _OWN_FIELDS]
+    missing = [name for name in wanted if name not in _readers]
+    if missing:
+        raise RuntimeError(f"no reader registered for {', '.join(missing)}: import harness.runtime "
+                           "before reading its state")
+    return State(held=held_locks(), **{name: _readers[name]() for name in wanted})
 
-    with recompiles._lock:
-        notes = tuple(recompiles._recent)
-    with executor._scalar_lock:
-        scalars = dict(executor._scalar_cache)
-    with kernels._guard_lock:
-        guards = kernels._open_guards
-    return State(
-        skip_flag=os.environ.get(topology.SKIP_DISCOVERY_FLAG),
-        guards=guards,
-        held=held_locks(),
-        compiles=executor.metrics.compiles,
-        plans=len(executor._cache),
-        notes=notes,
-        last_reason=recompiles.last_compile_reason(),
-        lowered=dict(kernels._lowered),
-        structs=dict(kernels._structs),
-        scalars=scalars,
-        topology=topology._topology,
-        discoveries=topology.discovery_count(),
-        failure=executor._worker._failure,
-    )
+
+# a file written through harness.files is at the write and rename seams in this process
+hooks.register("file-seam", reach)

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
 from harness import sched
-from harness.runtime import config, executor, faults, ir
+from harness.runtime import config, executor, faults, ir, seams
 
 if TYPE_CHECKING:  # ``tensor`` builds on this module; only the type checker looks back
     from harness.runtime.tensor import Storage, Tensor
@@ -182,3 +182,8 @@ def forget_pending() -> int:
     with _live_lock:
         _prune(keep)
     return dropped
+
+
+# a failed operation must leave these locks released (``harness.runtime.seams``)
+seams.register_lock("sync lock", _sync_lock)
+seams.register_lock("live storage lock", _live_lock)

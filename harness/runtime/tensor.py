@@ -102,7 +102,7 @@ class Tensor:
     # ------------------------------------------------------------------ construction helpers
 
     @staticmethod
-    def _from_node(node: ir.Node, requires_grad: bool = False) -> Tensor:
+    def from_node(node: ir.Node, requires_grad: bool = False) -> Tensor:
         """A new tensor over a new storage holding ``node``: what every recorded op returns, so
         it sets the fields directly rather than going through ``__init__``."""
         storage = Storage(node)
@@ -213,7 +213,7 @@ class Tensor:
         return tensor(other)._operand()
 
     def _unary(self, op: str, attrs: tuple = ()) -> Tensor:
-        return Tensor._from_node(ir.Node(op, (self._operand(),), attrs), self.requires_grad)
+        return Tensor.from_node(ir.Node(op, (self._operand(),), attrs), self.requires_grad)
 
     def _binary(self, op: str, other: Any, reverse: bool = False) -> Tensor:
         a = self._operand()
@@ -225,7 +225,7 @@ class Tensor:
             grad = self.requires_grad
         if reverse:
             a, b = b, a
-        return Tensor._from_node(ir.Node(op, (a, b)), grad)
+        return Tensor.from_node(ir.Node(op, (a, b)), grad)
 
     def __add__(self, o: Any) -> Tensor: return self._binary("add", o)
     def __radd__(self, o: Any) -> Tensor: return self._binary("add", o, True)
@@ -287,7 +287,7 @@ class Tensor:
         return self._reduce("min", dim, keepdim)
 
     def argmax(self, dim: int = -1) -> Tensor:
-        return Tensor._from_node(ir.Node("argmax", (self._operand(),), (dim,)))
+        return Tensor.from_node(ir.Node("argmax", (self._operand(),), (dim,)))
 
     def float(self) -> Tensor:
         return self.to(dtype=np.float32)
@@ -409,7 +409,7 @@ class Tensor:
             owner = storage.owner() if storage.owner is not None else None
             if owner is None:
                 continue
-            g = Tensor._from_node(grad)
+            g = Tensor.from_node(grad)
             owner.grad = g if owner.grad is None else owner.grad + g
 
 
@@ -505,10 +505,10 @@ def where(cond: Tensor, x: Any, y: Any) -> Tensor:
     else:
         nodes = (cond._operand(), like._lift(x), like._lift(y))
     grad = any(isinstance(v, Tensor) and v.requires_grad for v in (x, y))
-    return Tensor._from_node(ir.Node("where", nodes), grad)
+    return Tensor.from_node(ir.Node("where", nodes), grad)
 
 
 def cat(tensors: Iterable[Tensor], dim: int = 0) -> Tensor:
     ts = list(tensors)
-    return Tensor._from_node(ir.Node("concat", tuple(t._operand() for t in ts), (dim,)), any(t.requires_grad for t in ts))
+    return Tensor.from_node(ir.Node("concat", tuple(t._operand() for t in ts), (dim,)), any(t.requires_grad for t in ts))
 

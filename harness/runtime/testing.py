@@ -41,7 +41,7 @@ def isolated(reset_topology: bool = False) -> Iterator[None]:
         finally:
             step.forget_pending()
             config.restore(previous)
-            found = topology._topology
+            found = topology.discovered()
             if reset_topology or (found is not None and found.num_slices != max(1, config.options.num_slices)):
                 topology.reset()
 
@@ -157,6 +157,4 @@ def compiled_texts() -> list[str]:
     (``operand_precision={highest,highest}``; none at ``default``), where a GPU may have turned it
     into a library call with the precision in its configuration. ``lowered_text`` is the same on
     every backend."""
-    with executor._cache_lock:
-        plans = list(executor._cache.values())
-    return [plan.exe.compiled.as_text() for plan in plans]
+    return [plan.exe.compiled.as_text() for plan in executor.cached_plans()]

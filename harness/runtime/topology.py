@@ -14,13 +14,12 @@ traces a Pallas kernel). That backend discovers slices again unless the skip fla
 from __future__ import annotations
 
 import os
-import sys
 import threading
 from dataclasses import dataclass
 
 import jax
 
-from harness import sched
+from harness import hooks, sched
 from harness.runtime import config, seams
 from harness.runtime.errors import DuplicateDiscoveryError
 
@@ -83,9 +82,7 @@ def _run_discovery() -> Topology:
             f"({_topology.num_slices} slices): a second discovery client was started "
             f"without {SKIP_DISCOVERY_FLAG}=true"
         )
-    turns = sys.modules.get("harness.matrix.multiproc")
-    if turns is not None:  # one rank of a multi-process launch: the first discovery takes turns
-        turns.take_turn("discovery")
+    hooks.call("first-discovery")  # one rank of a multi-process launch takes its turn here
     seams.reach("discover")
     devices = sorted(jax.devices(), key=lambda d: (d.process_index, d.id))
     topo = Topology(
@@ -149,3 +146,15 @@ def reset() -> None:
     global _topology, _runs, _secondary_backend_started
     with _lock:
         _topology, _runs, _secondary_backend_started = None, 0, False
+
+
+def discovered() -> Topology | None:
+    """The topology found so far, without discovering it (None before the first discovery)."""
+    return _topology
+
+
+# what the failure-safety invariant reads of this module (``harness.runtime.seams``)
+seams.register_lock("topology lock", _lock)
+seams.register_state("skip_flag", lambda: os.environ.get(SKIP_DISCOVERY_FLAG))
+seams.register_state("topology", discovered)
+seams.register_state("discoveries", discovery_count)

@@ -159,7 +159,7 @@ def _run_variant(
     return result
 
 
-def _controlled(variant: Variant, ctx: Context) -> Callable[[], None]:
+def controlled(variant: Variant, ctx: Context) -> Callable[[], None]:
     """The body of one controlled run: a fresh context and a fresh runtime state every time, so
     that every run depends on its schedule alone (DFS runs the body again for each schedule)."""
 
@@ -186,7 +186,7 @@ def _judge_variant(
             if how is None:
                 scenario.variants[name](ctx)
             else:
-                found = explore.run(_controlled(scenario.variants[name], ctx), how, ctx.seed)
+                found = explore.run(controlled(scenario.variants[name], ctx), how, ctx.seed)
                 if explored is not None:
                     explored.append(found)
                 if found.harness_error:  # not the variant's failure: the exploration's own

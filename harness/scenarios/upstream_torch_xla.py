@@ -437,7 +437,7 @@ def flash_attention_multislice() -> None:
     runs JAX's lowering, which initialized JAX's own TPU backend and ran MegaScale discovery a
     second time (training failed or hung) because nested ``requires_jax`` guards popped
     ``SKIP_MEGASCALE_PJRT_CLIENT`` too early. Needs real slices: no CPU stands in for them."""
-    from harness.matrix.probe import tpu_count
+    from harness.hardware import tpu_count
 
     if tpu_count() == 0:
         raise MachineLacks("needs a multi-slice TPU (MegaScale, 2 or more slices); no TPU here")

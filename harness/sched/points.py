@@ -2,7 +2,7 @@
 
 ``point()`` sits on hot paths of the runtime (every execution, every handle read), so with nothing
 active it must cost one global read and a return. Everything else (who participates, what a point
-means) belongs to the active controller, found through ``_active``.
+means) belongs to the active controller, found through ``controller``.
 """
 
 from __future__ import annotations
@@ -53,8 +53,11 @@ class Adoption(Protocol):
         """Whether the thread is done, as far as the controller's schedule is concerned."""
 
 
-_active: Controller | None = None
-_local = threading.local()  # .task: the calling thread's participant record, if any
+#: the controller in charge of the run now, if any (read on every schedule point and primitive:
+#: an attribute, not a call)
+controller: Controller | None = None
+#: ``.task``: the calling thread's participant record, if any (the scheduler keeps it)
+participants = threading.local()
 
 
 def point(name: str, /, **context: Any) -> None:
@@ -65,7 +68,7 @@ def point(name: str, /, **context: Any) -> None:
     Put one wherever another thread's interleaving matters and no scheduler-aware primitive is
     involved, typically just before reading or writing shared state.
     """
-    ctl = _active
+    ctl = controller
     if ctl is None:
         return
     ctl.point(name, context)
@@ -73,17 +76,17 @@ def point(name: str, /, **context: Any) -> None:
 
 def active() -> Controller | None:
     """The controller now in charge, if any (for tools that report on a run)."""
-    return _active
+    return controller
 
 
 def activate(ctl: Controller) -> None:
-    global _active
-    if _active is not None:
+    global controller
+    if controller is not None:
         raise RuntimeError("a schedule controller is already active: runs cannot be nested")
-    _active = ctl
+    controller = ctl
 
 
 def deactivate(ctl: Controller) -> None:
-    global _active
-    if _active is ctl:
-        _active = None
+    global controller
+    if controller is ctl:
+        controller = None

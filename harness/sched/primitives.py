@@ -45,19 +45,19 @@ class Event:
         return self._event.is_set()
 
     def set(self) -> None:
-        ctl = _points._active
+        ctl = _points.controller
         if ctl is not None:
             ctl.sync("Event.set", self)
         self._event.set()
 
     def clear(self) -> None:
-        ctl = _points._active
+        ctl = _points.controller
         if ctl is not None:
             ctl.sync("Event.clear", self)
         self._event.clear()
 
     def wait(self, timeout: float | None = None) -> bool:
-        ctl = _points._active
+        ctl = _points.controller
         if ctl is not None:
             outcome = ctl.block("Event.wait", self, self._event.is_set, timeout)
             if outcome == READY:
@@ -94,7 +94,7 @@ class Latch:
         return self._flag
 
     def set(self) -> None:
-        ctl = _points._active
+        ctl = _points.controller
         if ctl is not None:
             ctl.sync("Event.set", self)
         with _latch_lock:
@@ -106,7 +106,7 @@ class Latch:
             gate.release()
 
     def wait(self, timeout: float | None = None) -> bool:
-        ctl = _points._active
+        ctl = _points.controller
         if ctl is not None:
             outcome = ctl.block("Event.wait", self, self.is_set, timeout)
             if outcome == READY:
@@ -172,13 +172,13 @@ class Lock:
         self._name = name
 
     def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
-        ctl = _points._active
+        ctl = _points.controller
         if ctl is not None:
             return _acquire(ctl, self, self._lock, "Lock.acquire", blocking, timeout)
         return self._lock.acquire(blocking, timeout)
 
     def release(self) -> None:
-        ctl = _points._active
+        ctl = _points.controller
         if ctl is not None:
             ctl.sync("Lock.release", self)
         self._lock.release()
@@ -220,7 +220,7 @@ class RLock:
                 raise ValueError("can't specify a timeout for a non-blocking call")
             self._count += 1
             return True
-        ctl = _points._active
+        ctl = _points.controller
         if ctl is not None:
             ok = _acquire(ctl, self, self._lock, "RLock.acquire", blocking, timeout)
         else:
@@ -236,7 +236,7 @@ class RLock:
         if self._count > 1:
             self._count -= 1
             return
-        ctl = _points._active
+        ctl = _points.controller
         if ctl is not None:
             ctl.sync("RLock.release", self)
         self._count = 0
@@ -275,7 +275,7 @@ class SimpleQueue:
         self._name = name
 
     def put(self, item: Any, block: bool = True, timeout: float | None = None) -> None:
-        ctl = _points._active
+        ctl = _points.controller
         if ctl is not None:
             ctl.sync("SimpleQueue.put", self)
         self._queue.put(item)
@@ -284,7 +284,7 @@ class SimpleQueue:
         self.put(item, False)
 
     def get(self, block: bool = True, timeout: float | None = None) -> Any:
-        ctl = _points._active
+        ctl = _points.controller
         if ctl is not None:
             if not block:
                 ctl.block("SimpleQueue.get", self, None, None)
@@ -331,7 +331,7 @@ class Thread(threading.Thread):
     _sched_owner: Controller | None = None
 
     def start(self) -> None:
-        ctl = _points._active
+        ctl = _points.controller
         adoption = ctl.adopt(self) if ctl is not None else None
         if adoption is None or ctl is None:
             super().start()
@@ -349,7 +349,7 @@ class Thread(threading.Thread):
         ctl.block("Thread.start", self, None, None)
 
     def join(self, timeout: float | None = None) -> None:
-        ctl = _points._active
+        ctl = _points.controller
         adoption = self._sched_adoption
         if ctl is not None and adoption is not None and self._sched_owner is ctl:
             outcome = ctl.block("Thread.join", self, adoption.finished, timeout)

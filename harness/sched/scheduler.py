@@ -219,7 +219,7 @@ class Engine:
     # ------------------------------------------------------------------ the Controller protocol
 
     def _me(self) -> _Task | None:
-        task: _Task | None = getattr(points._local, "task", None)
+        task: _Task | None = getattr(points.participants, "task", None)
         if task is None or task.engine is not self:
             return None
         return task
@@ -325,7 +325,7 @@ class Engine:
 
     def _participate(self, task: _Task, target: Callable[[], Any]) -> None:
         """The whole life of a participant thread: wait for a first turn, run, report the end."""
-        points._local.task = task
+        points.participants.task = task
         error: BaseException | None = None
         try:
             with self._lock:
@@ -337,7 +337,7 @@ class Engine:
         except BaseException as exc:  # reported as the run's failure (or re-raised below)
             error = exc
         finally:
-            points._local.task = None
+            points.participants.task = None
         if not self._finish(task, error) and error is not None and not task.abandoned:
             raise error  # a released thread failing on its own: threading's excepthook says so
         # (a thread of a torn-down run that fails while it unwinds is that run's failure going on:
@@ -530,11 +530,11 @@ def _stack(frame: FrameType | None) -> str:
 
 def is_controlled() -> bool:
     """Whether the calling thread is a participant of a live controlled run."""
-    ctl = points._active
+    ctl = points.controller
     return isinstance(ctl, Engine) and ctl.controls_caller()
 
 
 def thread_id() -> int | None:
     """The calling participant's id in the schedule (0 for the body), None outside a run."""
-    ctl = points._active
+    ctl = points.controller
     return ctl.caller_id() if isinstance(ctl, Engine) else None

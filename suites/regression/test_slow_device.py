@@ -31,7 +31,7 @@ NAP = 0.003  # seconds from dispatch to completion: far longer than a tiny step 
 def _explore(variant, inject: bool, nap: float, strategy: str) -> sched.CheckResult:
     xr.configure(completion_delay=nap)
     executor.clear_cache()  # the first schedule compiles, inside the run, as a cold cache would
-    body = runner._controlled(variant, Context(0, inject, len(jax.devices())))
+    body = runner.controlled(variant, Context(0, inject, len(jax.devices())))
     if strategy == "dfs":
         return sched.check_dfs(body, max_preemptions=2, raise_on_failure=False)
     return sched.check_pct(body, iterations=15, seed=3, raise_on_failure=False)

@@ -16,7 +16,7 @@ from harness.scenarios.base import Context
 
 
 def _body(inject: bool) -> sched.CheckResult:
-    body = runner._controlled(wait_gap.step_then_wait, Context(0, inject, len(jax.devices())))
+    body = runner.controlled(wait_gap.step_then_wait, Context(0, inject, len(jax.devices())))
     return sched.check_dfs(body, max_preemptions=2, raise_on_failure=False)
 
 
@@ -36,7 +36,7 @@ def test_late_registration_is_found_and_replays() -> None:
         assert isinstance(failure.error, sched.ScheduleFailure)
         assert wait_gap.SCENARIO.signature_for(failure.error.original) is not None
         assert failure.schedule is not None
-        body = runner._controlled(wait_gap.step_then_wait, Context(0, True, len(jax.devices())))
+        body = runner.controlled(wait_gap.step_then_wait, Context(0, True, len(jax.devices())))
         again = sched.replay(body, failure.schedule, raise_on_failure=False)
         assert again.failure is not None and again.failure.message == failure.message
     assert executor._operations.running == 0  # the torn-down closure was settled

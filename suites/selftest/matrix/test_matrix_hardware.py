@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from matrix_helpers import write_matrix
 
-from harness import cli
+from harness import cli, hardware
 from harness.matrix import commands
 from harness.matrix import probe as probe_mod
 from harness.matrix.config import Cell, MatrixError, load_matrix
@@ -33,8 +33,8 @@ def fake_machine(monkeypatch: pytest.MonkeyPatch, gpus: int = 0, tpus: int = 0, 
     """A machine with ``gpus`` GPUs and ``tpus`` TPU chips, with or without JAX's plugins."""
     real = probe_mod._has_module
     accelerator_plugins = set(probe_mod._GPU_PLUGINS) | set(probe_mod._TPU_PLUGINS)
-    monkeypatch.setattr(probe_mod, "gpu_count", lambda: gpus)
-    monkeypatch.setattr(probe_mod, "tpu_count", lambda: tpus)
+    monkeypatch.setattr(hardware, "gpu_count", lambda: gpus)
+    monkeypatch.setattr(hardware, "tpu_count", lambda: tpus)
     monkeypatch.setattr(
         probe_mod, "_has_module", lambda name: plugins if name in accelerator_plugins else real(name)
     )
@@ -176,12 +176,12 @@ def test_cpu_cells_are_unchanged(monkeypatch: pytest.MonkeyPatch) -> None:
 )
 def test_gpu_count_reads_the_visible_list(monkeypatch: pytest.MonkeyPatch, listed: str | None, count: int) -> None:
     """The GPUs JAX will see: what the driver shows, narrowed as the CUDA driver narrows it."""
-    monkeypatch.setattr(probe_mod, "_count", lambda directory, _: 8 if directory == "/proc/driver/nvidia/gpus" else 0)
+    monkeypatch.setattr(hardware, "count_entries", lambda directory, _: 8 if directory == "/proc/driver/nvidia/gpus" else 0)
     if listed is None:
         monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     else:
         monkeypatch.setenv("CUDA_VISIBLE_DEVICES", listed)
-    assert probe_mod.gpu_count() == count
+    assert hardware.gpu_count() == count
 
 
 def test_hidden_gpus_are_named_as_the_reason(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,0 +1,151 @@
+"""The rooms stay one-way: what the layers contract (``lint-imports``, pyproject.toml) does not
+check. No import cycle among the harness's modules, function-level imports included (the type
+checker's own imports are not executed and do not count), and no private name of one module read
+by another: a room that must be observed registers what it exposes (``harness.runtime.seams``,
+``harness.hooks``). Each check is also run on a small package with the fault planted, so that a
+check that cannot fail is caught too."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import grimp
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def import_cycles(package: str) -> list[list[str]]:
+    """The groups of modules of ``package`` that import each other, round and round (Tarjan's
+    strongly connected components of the import graph)."""
+    graph = grimp.build_graph(package, cache_dir=None, exclude_type_checking_imports=True)
+    edges = {m: sorted(graph.find_modules_directly_imported_by(m)) for m in sorted(graph.modules)}
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    cycles: list[list[str]] = []
+
+    def visit(module: str) -> None:
+        index[module] = low[module] = len(index)
+        stack.append(module)
+        on_stack.add(module)
+        for other in edges[module]:
+            if other not in index:
+                visit(other)
+                low[module] = min(low[module], low[other])
+            elif other in on_stack:
+                low[module] = min(low[module], index[other])
+        if low[module] == index[module]:
+            group = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                group.append(member)
+                if member == module:
+                    break
+            if len(group) > 1:
+                cycles.append(sorted(group))
+
+    for module in edges:
+        if module not in index:
+            visit(module)
+    return cycles
+
+
+def _module_of(path: Path, base: Path) -> str:
+    parts = list(path.relative_to(base).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def private_reads(package_dir: Path) -> list[str]:
+    """Every place a module of the package reads another module's private name: ``from m import
+    _x``, ``m._x`` on a module it imported, or a module fetched from ``sys.modules`` by name."""
+    base = package_dir.parent
+    package = package_dir.name
+    found = []
+    for path in sorted(package_dir.rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        me = _module_of(path, base)
+        where = f"{path.relative_to(base)}"
+        modules: dict[str, str] = {}  # a local name bound to one of the package's modules
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0 \
+                    and node.module.split(".")[0] == package:
+                for alias in node.names:
+                    if alias.name.startswith("_") and not alias.name.startswith("__"):
+                        found.append(f"{where}:{node.lineno}: from {node.module} import {alias.name}")
+                    modules[alias.asname or alias.name] = f"{node.module}.{alias.name}"
+            elif isinstance(node, ast.Import):
+                for alias in node.names:
+                    if alias.name.split(".")[0] == package:
+                        modules[alias.asname or alias.name.split(".")[0]] = (
+                            alias.name if alias.asname else package)
+        for node in ast.walk(tree):
+            if (isinstance(node, ast.Attribute) and node.attr.startswith("_")
+                    and not node.attr.startswith("__") and isinstance(node.value, ast.Name)
+                    and modules.get(node.value.id, me) != me):
+                found.append(f"{where}:{node.lineno}: {node.value.id}.{node.attr}")
+            if isinstance(node, ast.Call | ast.Subscript):
+                text = ast.unparse(node)
+                if "sys.modules" in text and f"'{package}." in text:
+                    found.append(f"{where}:{node.lineno}: {text}")
+    return sorted(set(found))
+
+
+def test_the_harness_has_no_import_cycle() -> None:
+    cycles = import_cycles("harness")
+    assert not cycles, (
+        "modules that import each other (a lower one must register what it exposes instead, "
+        "see harness/hooks.py):\n" + "\n".join(" <-> ".join(c) for c in cycles)
+    )
+
+
+def test_no_module_reads_another_ones_private_names() -> None:
+    found = private_reads(ROOT / "harness")
+    assert not found, (
+        "private names read across modules (make the name public in its module, or register "
+        "it there):\n" + "\n".join(found)
+    )
+
+
+def test_the_layers_contract_holds() -> None:
+    lint = Path(sys.executable).with_name("lint-imports")
+    if not lint.exists():
+        pytest.skip("import-linter is not installed here (the test extra installs it)")
+    proc = subprocess.run([str(lint), "--no-cache"], cwd=ROOT, capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+    assert "0 broken" in proc.stdout
+
+
+def _planted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    package = tmp_path / "plantedpkg"
+    package.mkdir()
+    files = {
+        "__init__.py": "",
+        "low.py": "_hidden = 1\n\ndef helper():\n    from plantedpkg import high\n    return high.VALUE\n",
+        "high.py": "from plantedpkg import low\n\nVALUE = low._hidden\n",
+        "other.py": "import sys\nfrom plantedpkg.low import _hidden\n"
+                    "seen = sys.modules.get('plantedpkg.high')\n",
+        "typed.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from plantedpkg import other\n",
+    }
+    for name, text in files.items():
+        (package / name).write_text(textwrap.dedent(text))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    return package
+
+
+def test_the_checks_find_what_is_planted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    package = _planted(tmp_path, monkeypatch)
+    # a function-level import closes the circle; a TYPE_CHECKING import opens none
+    assert import_cycles("plantedpkg") == [["plantedpkg.high", "plantedpkg.low"]]
+    found = private_reads(package)
+    assert "plantedpkg/high.py:3: low._hidden" in found
+    assert "plantedpkg/other.py:2: from plantedpkg.low import _hidden" in found
+    assert "plantedpkg/other.py:3: sys.modules.get('plantedpkg.high')" in found
+    assert not [f for f in found if "low.py" in f]  # a module's own private names are its own
