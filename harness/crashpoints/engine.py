@@ -233,17 +233,14 @@ def serve(spec: str) -> None:
         out.flush()
 
 
-def project_root() -> Path:
-    """The tree ``harness`` was imported from: the server imports the same one."""
-    return Path(__file__).resolve().parents[2]
-
-
 class Server:
     """A running server for one writer; :meth:`run` asks it for one child."""
 
     def __init__(self, spec: str, log: Path) -> None:
+        from harness.releases.envs import project_root
+
         env = dict(os.environ)
-        root = str(project_root())
+        root = str(project_root())  # the server imports the same tree
         env["PYTHONPATH"] = os.pathsep.join([root, *filter(None, [env.get("PYTHONPATH")])])
         env["PYTHONDONTWRITEBYTECODE"] = "1"
         env.setdefault("JAX_PLATFORMS", "cpu")

@@ -4,7 +4,8 @@ The invariants elsewhere check one property at a time over small programs; the w
 lazy runtime live in whole training programs: a wrong gradient, a plan reused for a graph it does
 not fit, a parameter that silently stops being a leaf, a value that depends on where the step
 boundary fell. This module generates such programs (in the manner of NNSmith and Csmith: every
-drawn program is valid), and ``differential`` checks them against plain JAX.
+drawn program is valid), and ``differential`` checks them against a float64 numpy oracle and
+against themselves with the step boundaries moved.
 
 A ``Program`` is an immutable value (frozen dataclasses all the way down), so it prints, hashes
 and shrinks well: hypothesis shrinks a failing program to fewer steps, fewer layers and plainer

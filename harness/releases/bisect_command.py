@@ -54,6 +54,7 @@ from harness.matrix.config import RELEASED_RUNTIMES
 from harness.releases import bisect as search
 from harness.releases import envs, interpreters, release_spec
 from harness.releases.bisect import NOT_INSTALLED, BisectResult, EnvKeeper, Outcome, Trial
+from harness.releases.catalog import say
 from harness.releases.release_spec import ReleaseSpec, ReleaseSpecError, distribution
 from harness.report.properties import (
     BISECT,
@@ -107,10 +108,6 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-a
     p.add_argument("--json", action="store_true", help="print one JSON object")
     interpreters.add_argument(p)
     p.set_defaults(handler=bisect_command)
-
-
-def _say(message: str) -> None:
-    print(f"xharness: {message}", file=sys.stderr, flush=True)
 
 
 # ------------------------------------------------------------------------------ the index
@@ -285,9 +282,9 @@ class Runner:
 
         started = time.monotonic()
         try:
-            env = release_spec.ensure(spec, progress=_say)
+            env = release_spec.ensure(spec, progress=say)
         except envs.ReleaseInstallError as exc:
-            _say(f"{self.runtime} {spec.label}: skipped, {str(exc).splitlines()[0]}")
+            say(f"{self.runtime} {spec.label}: skipped, {str(exc).splitlines()[0]}")
             outcome = Outcome(NOT_INSTALLED, round(time.monotonic() - started, 1),
                               str(exc).splitlines()[0])
             self._note(Visit(spec, outcome))
@@ -297,13 +294,13 @@ class Runner:
         outcome = Outcome(run.outcome, round(time.monotonic() - started, 1), run.verdict.reason)
         visit = Visit(spec, outcome, run, env)
         self._note(visit)
-        _say(f"{self.runtime} {spec.label}: {run.outcome} ({outcome.seconds:.0f} s)")
+        say(f"{self.runtime} {spec.label}: {run.outcome} ({outcome.seconds:.0f} s)")
         if spec.env_name is not None:
             for key in self.keeper.used(spec.key, env.built):
                 built = self.visits[key].env if key in self.visits else None
                 tag = built.tag if built is not None else None
                 if envs.remove_env(self.runtime, key, root=env.path.parent, tag=tag):
-                    _say(f"--keep {self.keeper.keep}: dropped the environment {envs.env_name(self.runtime, key, tag)}")
+                    say(f"--keep {self.keeper.keep}: dropped the environment {envs.env_name(self.runtime, key, tag)}")
                 for other in self.visits.values():
                     if other.spec.key == key:
                         other.dropped = True
@@ -517,9 +514,9 @@ def bisect_command(args: argparse.Namespace) -> int:
         return EXIT_NOTHING_INSTALLED
     floor = supported(args.runtime)
     if not floor.contains(specs[0].version, prereleases=True):
-        _say(f"note: {specs[0].label} is outside the supported releases of {args.runtime} "
+        say(f"note: {specs[0].label} is outside the supported releases of {args.runtime} "
              f"({floor}); a release that cannot be installed is skipped")
-    _say(f"bisect {args.scenario} on {args.runtime}: {len(specs)} releases, "
+    say(f"bisect {args.scenario} on {args.runtime}: {len(specs)} releases, "
          f"{' '.join(s.label for s in specs)}")
     runner = Runner(args.runtime, args.scenario, table, args.timeout, EnvKeeper(args.keep))
     started = time.monotonic()

@@ -1,8 +1,9 @@
 """The reference SPMD runtime: lazy tensors in the style of PyTorch/XLA, traced to JAX.
 
 ``import harness.runtime as xr``. The public names mirror the PyTorch/XLA calls they stand for
-(``mark_step``, ``mark_sharding``, ``Mesh``, ``HybridMesh``, ``save``/``load``, FSDPv2); the five
-upstream bugs live in the code paths as fault switches (``xr.faults.inject(name)``).
+(``mark_step``, ``mark_sharding``, ``Mesh``, ``HybridMesh``, ``save``/``load``, FSDPv2); the
+upstream bugs of the catalog live in the code paths as fault switches (``xr.faults.SWITCHES``,
+``xr.faults.inject(name)``).
 """
 
 from harness.runtime import faults, fsdp, kernels, models, nn, optim
