@@ -551,7 +551,7 @@ def _measure(
 
     # ---- memory after the steady state: what each side holds, measured as the live device bytes
     # that go away when that side is dropped (JAX side first, then the runtime side)
-    from harness.runtime.executor import device_bytes, live_device_bytes
+    from harness.runtime.transfers import device_bytes, live_device_bytes
 
     param_opt_bytes = sum(device_bytes(p._storage.node.data.array()) for p in model.parameters())
     param_opt_bytes += sum(device_bytes(b._storage.node.data.array()) for b in getattr(opt, "_buffers", {}).values())

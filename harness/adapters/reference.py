@@ -86,10 +86,10 @@ class ReferenceAdapter(base.TorchStyleAliasing, base.BaseAdapter):
         return data
 
     def read_grabbed(self, handle: Any) -> np.ndarray | None:
-        from harness.runtime import executor
+        from harness.runtime import transfers
 
         try:
-            return executor.to_host(handle)
+            return transfers.to_host(handle)
         except self.xr.DonatedBufferError:
             return None
 

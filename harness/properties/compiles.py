@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 from harness.adapters import base
 from harness.properties import strategies as pst
 from harness.properties.base import Invariant
-from harness.runtime import config, executor, fsdp, models, nn, optim, recompiles, sharding, step
+from harness.runtime import config, fsdp, models, nn, optim, plan_cache, recompiles, sharding, step
 from harness.runtime.mesh import Mesh
 from harness.runtime.tensor import Tensor, tensor
 
@@ -63,7 +63,7 @@ def check_compile_stability(
     config.configure(functionalization=functionalization, param_aliasing=param_aliasing)
     # from an empty program cache: a program an earlier example compiled would make a second
     # program of this loop look free, and the same example pass when replayed
-    executor.clear_cache()
+    plan_cache.clear_cache()
     fin, fout = features
     model: nn.Module = models.LinearModel(fin, fout)
     linear = model
@@ -78,7 +78,7 @@ def check_compile_stability(
     axis = mesh.axis_names[0]
     batch = 2 * mesh.shape()[axis]
     rng = np.random.default_rng(0)
-    start = executor.compile_count()
+    start = plan_cache.compile_count()
     counts: list[int] = []  # compiles since the loop began, after each step
     for k in range(STEPS):
         x = tensor(rng.standard_normal((batch, fin)).astype(np.float32))
@@ -96,7 +96,7 @@ def check_compile_stability(
         opt.step()
         opt.zero_grad()
         step.mark_step()
-        counts.append(executor.compile_count() - start)
+        counts.append(plan_cache.compile_count() - start)
     assert counts[-1] == counts[0], (
         f"the loop compiled again after its first step: compiles so far after each of {STEPS} steps "
         f"{counts} (layout {layout}, optimizer {optimizer}, Python scalar {scalars}); "

@@ -39,11 +39,11 @@ from hypothesis import strategies as st
 from harness.adapters import base
 from harness.properties.base import Invariant
 from harness.properties.strategies import choice, ints
-from harness.runtime import executor, kernels, seams, testing, topology
+from harness.runtime import kernels, plan_cache, seams, testing, topology
 from harness.runtime.checkpoint import load, save
-from harness.runtime.executor import to_host
 from harness.runtime.step import mark_step, wait_device_ops
 from harness.runtime.tensor import Tensor, tensor
+from harness.runtime.transfers import to_host
 
 SHAPE = (1, 1, 2, 4)  # (batch, heads, sequence, head size): a kernel's input, and small
 #: which operations reach each seam
@@ -287,7 +287,7 @@ def _expect_restored(before: seams.State, after: seams.State, armed: seams.Armed
 def check_failure_safety(program: list[Op], seam: str, nth: int) -> None:
     """Run ``program`` with ``seam`` failing at its ``nth`` reach; see the module docstring."""
     if seam in ("lower", "compile"):
-        executor.clear_cache()  # a program compiled by an earlier example would reach no compile
+        plan_cache.clear_cache()  # a program compiled by an earlier example would reach no compile
     with tempfile.TemporaryDirectory(prefix="xh-failures-") as directory:
         world = _World(Path(directory), fresh_kernels=seam == "kernel")
         with seams.failing(seam, nth) as armed:  # disarmed for the final read-back

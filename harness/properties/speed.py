@@ -70,12 +70,12 @@ def _timed(invariant: Invariant, max_examples: int) -> tuple[float, int, int]:
 
 
 def measure(invariant: Invariant, max_examples: int | None = None) -> Speed:
-    from harness.runtime import executor
+    from harness.runtime import transfers
 
     n = max_examples or invariant.max_examples
-    compiles = executor.metrics.compiles
+    compiles = transfers.metrics.compiles
     cold, examples, rules = _timed(invariant, n)
-    compiles = executor.metrics.compiles - compiles
+    compiles = transfers.metrics.compiles - compiles
     warm, _, _ = _timed(invariant, n)
     per_rule = rules > 0  # program invariants: the state machine's unit is the rule
     units = rules if per_rule else examples

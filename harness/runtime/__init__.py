@@ -20,15 +20,16 @@ from harness.runtime.errors import (
     RuntimeFault,
     ShardingLostError,
 )
-from harness.runtime.executor import compile_count, metrics
 from harness.runtime.mesh import HybridMesh, Mesh, normalize_spec
 from harness.runtime.nn import manual_seed
+from harness.runtime.plan_cache import compile_count
 from harness.runtime.recompiles import last_compile_reason
 from harness.runtime.sharding import clear_sharding, is_sharded, mark_sharding, sharding_spec
 from harness.runtime.shards import from_local_shards, local_shards
 from harness.runtime.step import device_data, forget_pending, mark_step, sync, wait_device_ops
 from harness.runtime.tensor import Tensor, cat, ones, tensor, where, zeros
 from harness.runtime.topology import Topology, discover, discovery_count
+from harness.runtime.transfers import metrics
 
 __all__ = [
     "CheckpointError",

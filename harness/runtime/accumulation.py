@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from harness.runtime import faults, step
-from harness.runtime.executor import DeviceData
+from harness.runtime.device_data import DeviceData
 from harness.runtime.nn import Module
 from harness.runtime.tensor import Tensor
 

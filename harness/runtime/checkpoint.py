@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from harness.files import atomic_writer
-from harness.runtime import executor, faults, functional, seams, step
+from harness.runtime import executor, faults, functional, seams, step, transfers
 from harness.runtime.errors import CheckpointError
 from harness.runtime.tensor import Tensor, tensor
 
@@ -69,10 +69,10 @@ def _read_unsynced(t: Tensor) -> np.ndarray:
     """
     storage = t._storage
     if t._version in (storage.version, storage.synced_from):
-        return np.array(functional.host_view(executor.to_host(storage.node.data), t._views))
+        return np.array(functional.host_view(transfers.to_host(storage.node.data), t._views))
     node = t._node
     data = node.data if node.data is not None else executor.execute([node], [None], wait=True)[0]
-    return np.array(executor.to_host(data))
+    return np.array(transfers.to_host(data))
 
 
 def _encode(obj: Any, values: dict[int, np.ndarray], arrays: list[np.ndarray], where: str) -> Any:

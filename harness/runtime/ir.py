@@ -181,7 +181,7 @@ def const(value: Any, dtype: np.dtype) -> Node:
 class Scalar(Node):
     """A Python scalar operand. Its value is no part of the program: at a sync the values of all
     the graph's scalars of one dtype travel together as one device-data input (a vector), and the
-    node's program entry reads its element (see ``executor.build_graph``). A value that changes
+    node's program entry reads its element (see ``graphs.build_graph``). A value that changes
     every step (a learning-rate schedule, a loss scale, a step counter) therefore changes an
     input, not the program, as PyTorch/XLA's scalars are device data rather than constants."""
 

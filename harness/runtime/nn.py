@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from harness.runtime import config, executor, faults
+from harness.runtime import config, faults, transfers
 from harness.runtime.tensor import Tensor, tensor
 
 _rng = np.random.default_rng(0)
@@ -139,7 +139,7 @@ class Module:
                     from harness.runtime import step
 
                     step.sync([p], wait=True, donate=False)
-                storage.materialize(executor.to_device(executor.to_host(storage.node.data)))
+                storage.materialize(transfers.to_device(transfers.to_host(storage.node.data)))
                 storage.sharding = None
         return self
 

@@ -11,7 +11,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from harness.runtime import executor
+from harness.runtime import transfers
 from harness.runtime.tensor import Tensor, tensor, zeros
 
 
@@ -30,7 +30,7 @@ def zeros_like_layout(p: Tensor) -> Tensor:
     src, dst = p._storage, buf._storage
     data = src.node.data
     if data is not None and data.sharding is not None and data.sharding != dst.node.data.sharding:
-        dst.materialize(executor.reshard(dst.node.data, data.sharding))
+        dst.materialize(transfers.reshard(dst.node.data, data.sharding))
     dst.sharding = src.sharding
     return buf
 

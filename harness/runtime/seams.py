@@ -39,10 +39,10 @@ SEAMS: dict[str, str] = {
     "write": "data written to a file: each chunk checkpoint.save writes, and harness.files.atomic_writer's "
     "flush of what its handle was given",
     "rename": "harness.files.atomic_writer: the temporary file renamed over its target",
-    "lower": "executor._compile: ir.lower of a step's program",
-    "compile": "executor._compile: XLA's compile of the lowered program",
+    "lower": "plan_cache (a step's plan derived on a cache miss): ir.lower of its program",
+    "compile": "plan_cache (a step's plan derived on a cache miss): XLA's compile of the lowered program",
     "kernel": "kernels.trace_kernel: a kernel's lowering, inside its skip-discovery guard",
-    "execute": "executor._Execution._dispatch: an execution's launch, on the executor thread",
+    "execute": "executor.Execution: an execution's launch, on the executor thread",
     "discover": "topology._run_discovery: the discovery itself (the client start)",
 }
 
@@ -128,7 +128,7 @@ class State:
     skip_flag: str | None  # HARNESS_SKIP_SLICE_DISCOVERY
     guards: int  # kernel guards open (what they saved and how they exit matter only while open)
     held: tuple[str, ...]  # runtime locks some thread holds
-    compiles: int  # executor.metrics.compiles
+    compiles: int  # transfers.metrics.compiles
     plans: int  # entries of the executor's plan cache
     notes: tuple[Any, ...]  # the programs recompiles noted, oldest first
     last_reason: str | None  # recompiles.last_compile_reason()

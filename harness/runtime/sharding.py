@@ -14,7 +14,7 @@ from typing import Any
 
 from jax.sharding import NamedSharding
 
-from harness.runtime import config, executor, faults, ir
+from harness.runtime import config, faults, ir, transfers
 from harness.runtime.mesh import Mesh
 from harness.runtime.tensor import Tensor
 
@@ -64,7 +64,7 @@ def mark_sharding(t: Tensor, mesh: Mesh, partition_spec: Any) -> Tensor:
             )
     storage = t._storage
     if not t._views and not storage.pending:
-        storage.materialize(executor.reshard(storage.node.data, sharding))
+        storage.materialize(transfers.reshard(storage.node.data, sharding))
         storage.sharding = sharding
         return t
     annotated = ir.Node("custom_sharding", (t.node,), sharding=sharding)
@@ -89,10 +89,10 @@ def clear_sharding(t: Tensor) -> Tensor:
     """
     storage = t._storage
     if not storage.pending:
-        storage.materialize(executor.reshard(storage.node.data, executor.replicated()))
+        storage.materialize(transfers.reshard(storage.node.data, transfers.replicated()))
         storage.sharding = None
     else:
-        storage.sharding = executor.replicated()
+        storage.sharding = transfers.replicated()
     return t
 
 

@@ -6,7 +6,7 @@ tensors from per-device shards when it loads a distributed checkpoint; JAX does 
 the pieces and the whole share per-device buffers. A buffer donated or deleted through one of them
 is then gone for the others too, while their own ``is_deleted()`` still says False, so the
 executor looks at the per-device buffers of every input marked as sharing them before it hands
-the input to XLA (``executor.check_inputs_live``). The ``deleted-shard`` switch removes that look.
+the input to XLA (``liveness.check_inputs_live``). The ``deleted-shard`` switch removes that look.
 """
 
 from __future__ import annotations
@@ -18,12 +18,13 @@ import jax
 import numpy as np
 from jax.sharding import SingleDeviceSharding
 
-from harness.runtime import executor, ir, step
+from harness.runtime import device_data, ir, step
 from harness.runtime.mesh import Mesh
-from harness.runtime.tensor import Storage, Tensor
+from harness.runtime.storage import Storage
+from harness.runtime.tensor import Tensor
 
 
-def _data(t: Tensor) -> executor.DeviceData:
+def _data(t: Tensor) -> device_data.DeviceData:
     """``t``'s device data, executed first if it is pending."""
     if t._views:
         raise ValueError("local shards of a view: take them of the tensor it views")
@@ -35,7 +36,7 @@ def _data(t: Tensor) -> executor.DeviceData:
     return data
 
 
-def _wrap(data: executor.DeviceData, sharding: Any = None) -> Tensor:
+def _wrap(data: device_data.DeviceData, sharding: Any = None) -> Tensor:
     storage = Storage(ir.data_node(data))
     storage.sharding = sharding
     return Tensor(storage)
@@ -49,7 +50,7 @@ def local_shards(t: Tensor) -> list[Tensor]:
     pieces = []
     for shard in data.array().addressable_shards:
         array = shard.data
-        piece = executor.DeviceData(ir.Aval(array.shape, array.dtype), SingleDeviceSharding(shard.device), array)
+        piece = device_data.DeviceData(ir.Aval(array.shape, array.dtype), SingleDeviceSharding(shard.device), array)
         piece.shares = True
         pieces.append(_wrap(piece))
     return pieces
@@ -71,7 +72,7 @@ def from_local_shards(pieces: Sequence[Tensor], mesh: Mesh, partition_spec: Any)
         axes = () if entry is None else entry if isinstance(entry, tuple) else (entry,)
         shape.append(dim * int(np.prod([sizes[a] for a in axes], dtype=np.int64)))
     array = jax.make_array_from_single_device_arrays(tuple(shape), sharding, arrays)
-    data = executor.DeviceData(ir.Aval(array.shape, array.dtype), sharding, array)
+    data = device_data.DeviceData(ir.Aval(array.shape, array.dtype), sharding, array)
     data.shares = True
     for p in pieces:
         _data(p).shares = True

@@ -15,9 +15,11 @@ from typing import TYPE_CHECKING
 
 from harness import sched
 from harness.runtime import config, executor, faults, ir, seams
+from harness.runtime.device_data import DeviceData
 
 if TYPE_CHECKING:  # ``tensor`` builds on this module; only the type checker looks back
-    from harness.runtime.tensor import Storage, Tensor
+    from harness.runtime.storage import Storage
+    from harness.runtime.tensor import Tensor
 
 # Every storage, weakly, in creation order (PyTorch/XLA's device context tracks its tensors the
 # same way): a step walks pending values in the same order every time and records the same
@@ -91,7 +93,7 @@ def _sync(tensors: Iterable[Tensor] | None, wait: bool, donate: bool | None) -> 
     if donate is None:  # only a full step may donate: a partial sync cannot see every reader
         partial_donates = tensors is not None and faults.active(faults.PARTIAL_SYNC_DONATION)
         donate = config.options.param_aliasing if tensors is None or partial_donates else False
-    candidates: list[executor.DeviceData] = []
+    candidates: list[DeviceData] = []
     if donate:
         held = {id(s.node.data) for s in live if not s.pending}
         candidates = [s.base_data for s in storages if s.base_data is not None and id(s.base_data) not in held]
@@ -103,7 +105,7 @@ def _sync(tensors: Iterable[Tensor] | None, wait: bool, donate: bool | None) -> 
         storage.materialize(data)
 
 
-def _read_by_origins(storages: list[Storage], candidates: list[executor.DeviceData]) -> set[int]:
+def _read_by_origins(storages: list[Storage], candidates: list[DeviceData]) -> set[int]:
     """The candidates a value computed from parameters in this sync reads: its IR stays on as
     the origin its gradient is taken through later (``Storage.materialize``), so those buffers
     must outlive the step. (``x.mul_(2); h = x @ w.T; mark_step(); h.sum().backward()``: the
@@ -147,7 +149,7 @@ def wait_device_ops() -> None:
     executor.wait_device_ops()
 
 
-def device_data(tensors: Iterable[Tensor]) -> list[executor.DeviceData]:
+def device_data(tensors: Iterable[Tensor]) -> list[DeviceData]:
     """The device-data leaves of the tensors' graphs, deduplicated by buffer handle.
 
     PyTorch/XLA's ``_get_tensors_xla_device_data_node``: it asks every leaf for its handle, which
@@ -155,7 +157,7 @@ def device_data(tensors: Iterable[Tensor]) -> list[executor.DeviceData]:
     """
     sched.point("device_data")
     seen_nodes: set[int] = set()
-    by_handle: dict[int, executor.DeviceData] = {}
+    by_handle: dict[int, DeviceData] = {}
     stack: list[ir.Node] = [t.node for t in tensors]
     while stack:
         node = stack.pop()

@@ -17,63 +17,8 @@ from typing import Any
 
 import numpy as np
 
-from harness.runtime import autograd, executor, faults, functional, ir, step
-
-
-class Storage:
-    """The base value shared by a tensor and all its aliases."""
-
-    __slots__ = (
-        "node", "version", "synced_from", "sharding", "base_data", "requires_grad", "grad_dep", "owner", "__weakref__",
-    )
-
-    def __init__(self, node: ir.Node) -> None:
-        self.node = node
-        self.version = 0
-        self.synced_from = -1  # the version whose value the last materialization computed
-        self.sharding: Any = None  # requested output sharding (mark_sharding)
-        self.base_data: executor.DeviceData | None = None  # last materialized value, a donation candidate
-        self.requires_grad = False  # a leaf whose gradient is wanted (a parameter)
-        self.grad_dep = False  # a value computed from such leaves: keeps its IR through a sync
-        self.owner: weakref.ReferenceType[Tensor] | None = None
-        step.track(self)  # every storage is seen by ``mark_step`` while it lives
-
-    @property
-    def pending(self) -> bool:
-        return self.node.data is None
-
-    def assign(self, node: ir.Node) -> None:
-        """A new (pending) value, after an in-place op on any alias.
-
-        A value that is another storage's device data is copied, never adopted: adopting it would
-        drop this storage's own layout and, for a parameter, its identity as a gradient leaf.
-        """
-        if self.node.data is not None:
-            self.base_data = self.node.data
-        if node.data is not None or self.requires_grad:
-            node = ir.Node("identity", (node,))
-            if self.requires_grad:
-                node.leaf = weakref.ref(self)
-        self.node = node
-        self.version += 1
-
-    def materialize(self, data: executor.DeviceData) -> None:
-        """The pending value was executed: the storage now holds device data.
-
-        A value computed from parameters keeps the IR that computed it (``origin``), so a read or a
-        step between the forward pass and ``backward()`` does not cut the gradient's path.
-        """
-        old = self.node
-        node = ir.data_node(data)
-        if self.requires_grad:
-            node.leaf = weakref.ref(self)
-        elif self.grad_dep:
-            node.origin = old.origin if old.data is not None else old
-            node.folded = node.origin is not None
-        self.node = node
-        self.base_data = None
-        self.synced_from = self.version
-        self.version += 1
+from harness.runtime import autograd, faults, functional, ir, step, transfers
+from harness.runtime.storage import Storage
 
 
 class Tensor:
@@ -178,7 +123,7 @@ class Tensor:
         st = self._storage
         if st.pending:
             step.sync([self], wait=True, donate=False)
-        host = executor.to_host(st.node.data)
+        host = transfers.to_host(st.node.data)
         return np.array(functional.host_view(host, self._views))
 
     def item(self) -> Any:
@@ -452,7 +397,7 @@ def tensor(data: Any, requires_grad: bool = False, dtype: Any = None) -> Tensor:
         host = host.astype(np.float32)
     if dtype is None and host.dtype == np.int64:
         host = host.astype(np.int32)
-    data_ = executor.to_device(host)
+    data_ = transfers.to_device(host)
     storage = Storage(ir.data_node(data_))
     t = Tensor(storage, requires_grad=requires_grad)
     if requires_grad:

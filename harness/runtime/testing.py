@@ -25,7 +25,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from harness.runtime import config, executor, ir, step, topology
+from harness.runtime import config, executor, graphs, ir, plan_cache, step, topology
 
 
 @contextmanager
@@ -139,11 +139,11 @@ def tolerance(
 
 def lowered_text(*tensors: Any, precision: str | None = None) -> str:
     """The StableHLO text of the program that computes ``tensors`` (pending runtime tensors), lowered
-    as the executor lowers a step (``executor.build_graph``, then ``ir.lower`` under
+    as the executor lowers a step (``graphs.build_graph``, then ``ir.lower`` under
     ``precision``, the runtime's when None), before any backend's passes: the same text on every
     backend, so a check of what the program asks for holds on a GPU as on a CPU. Nothing runs
     and the tensors stay pending. Layouts are left out (the program is lowered unsharded)."""
-    graph = executor.build_graph([t._operand() for t in tensors])
+    graph = graphs.build_graph([t._operand() for t in tensors])
     fn = ir.lower(graph.program, graph.root_positions, precision)
     structs = [jax.ShapeDtypeStruct(d.aval.shape, d.aval.dtype) for d in graph.inputs]
     return jax.jit(fn).lower(*structs).as_text()
@@ -157,4 +157,4 @@ def compiled_texts() -> list[str]:
     (``operand_precision={highest,highest}``; none at ``default``), where a GPU may have turned it
     into a library call with the precision in its configuration. ``lowered_text`` is the same on
     every backend."""
-    return [plan.exe.compiled.as_text() for plan in executor.cached_plans()]
+    return [plan.exe.compiled.as_text() for plan in plan_cache.cached_plans()]

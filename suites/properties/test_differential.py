@@ -27,7 +27,7 @@ from harness.properties.differential import (
     expected,
     run_code,
 )
-from harness.runtime import autograd, executor, ir
+from harness.runtime import autograd, device_data, graphs, ir, plan_cache
 from harness.runtime.testing import isolated
 
 OPTIONS_INDEPENDENT = pytest.mark.options_independent
@@ -110,16 +110,16 @@ def _doubled_gradients(monkeypatch: pytest.MonkeyPatch) -> None:
 def _stale_scalars(monkeypatch: pytest.MonkeyPatch) -> None:
     """The packed Python scalars of a graph are cached by how many there are, not by their
     values: the first learning rate is reused for every later one, as if baked into the plan."""
-    real = executor._scalar_input
-    packs: dict[tuple[Any, int], executor.DeviceData] = {}
+    real = graphs.scalar_input
+    packs: dict[tuple[Any, int], device_data.DeviceData] = {}
 
-    def stale(dtype: np.dtype, values: list[Any]) -> executor.DeviceData:
+    def stale(dtype: np.dtype, values: list[Any]) -> device_data.DeviceData:
         key = (np.dtype(dtype), len(values))
         if key not in packs:
             packs[key] = real(dtype, values)
         return packs[key]
 
-    monkeypatch.setattr(executor, "_scalar_input", stale)
+    monkeypatch.setattr(graphs, "scalar_input", stale)
 
 
 def _shallow_unfold(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -138,11 +138,11 @@ def _wrong_gradient_search() -> Any:
     if "wrong-gradient" not in _searched:
         with pytest.MonkeyPatch.context() as patch:
             _doubled_gradients(patch)
-            executor.clear_cache()  # no plan compiled before the breakage may serve it
+            plan_cache.clear_cache()  # no plan compiled before the breakage may serve it
             try:
                 _searched["wrong-gradient"] = TRAINING_DIFFERENTIAL.search()
             finally:
-                executor.clear_cache()
+                plan_cache.clear_cache()
     return _searched["wrong-gradient"]
 
 
@@ -168,12 +168,12 @@ def test_the_differential_oracle_fails_on_a_baked_scalar(monkeypatch: pytest.Mon
     same program agrees with the oracle on the real runtime."""
     check_training(SCHEDULE_PROGRAM)
     _stale_scalars(monkeypatch)
-    executor.clear_cache()
+    plan_cache.clear_cache()
     try:
         with pytest.raises(AssertionError, match="disagree") as failed:
             check_training(SCHEDULE_PROGRAM)
     finally:
-        executor.clear_cache()
+        plan_cache.clear_cache()
     assert "import harness.runtime as xr" in str(failed.value)
 
 
@@ -193,12 +193,12 @@ def test_the_step_boundary_oracle_fails_when_a_boundary_cuts_the_gradient(monkey
     values then change with where the boundary fell. The same pair passes on the real runtime."""
     check_step_boundaries(CUT_PROGRAM, CUT_AFTER_FIRST_LAYER)
     _shallow_unfold(monkeypatch)
-    executor.clear_cache()
+    plan_cache.clear_cache()
     try:
         with pytest.raises(AssertionError, match="step boundaries changed") as failed:
             check_step_boundaries(CUT_PROGRAM, CUT_AFTER_FIRST_LAYER)
     finally:
-        executor.clear_cache()
+        plan_cache.clear_cache()
     assert "import harness.runtime as xr" in str(failed.value)
 
 

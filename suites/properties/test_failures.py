@@ -23,7 +23,7 @@ import harness.runtime as xr
 from harness.files import atomic_writer
 from harness.properties import FAILURE_SAFETY, failures
 from harness.properties.failures import Op, check_failure_safety
-from harness.runtime import executor, kernels, seams, step, topology
+from harness.runtime import kernels, plan_cache, seams, step, topology
 
 test_failure_safety = FAILURE_SAFETY.hypothesis_test()
 
@@ -58,7 +58,7 @@ def _report_write(directory: Path) -> None:
 
 
 def _step(directory: Path) -> None:
-    executor.clear_cache()  # a program compiled before would reach no lowering and no compile
+    plan_cache.clear_cache()  # a program compiled before would reach no lowering and no compile
     t = _values()
     u = t.exp() * 2.0 - 1.0
     xr.mark_step()
@@ -191,7 +191,7 @@ def test_a_failed_discovery_is_not_counted() -> None:
 def test_a_failed_compile_is_not_noted_as_compiled() -> None:
     """Found by the invariant: the compile note was taken before compiling, so the retry of a
     program whose compile failed was explained as "the same program as a recent one"."""
-    executor.clear_cache()
+    plan_cache.clear_cache()
     t = _values()
     with pytest.raises(seams.InjectedFailure), seams.failing("compile"):
         (t.tanh() + 1.0).numpy()
@@ -205,13 +205,13 @@ def test_a_failed_compile_is_not_noted_as_compiled() -> None:
 
 
 def _placeholder_plan(monkeypatch: pytest.MonkeyPatch) -> None:
-    real = executor._plan
+    real = plan_cache.derive
 
     def claimed_first(*args: Any, **kwargs: Any) -> Any:
-        monkeypatch.setitem(executor._cache, ("claimed",), None)  # a slot claimed before compiling
+        monkeypatch.setitem(plan_cache._cache, ("claimed",), None)  # a slot claimed before compiling
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(executor, "_plan", claimed_first)
+    monkeypatch.setattr(plan_cache, "derive", claimed_first)
 
 
 def _flag_left_set(monkeypatch: pytest.MonkeyPatch) -> None:

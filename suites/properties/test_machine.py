@@ -26,7 +26,7 @@ from harness.properties.machine import (
     run_program,
 )
 from harness.properties.model import AliasModel
-from harness.runtime import faults
+from harness.runtime import faults, transfers
 from harness.runtime.errors import DonatedBufferError, RuntimeFault
 
 TestSyncAliasMachine = pytest.mark.options_independent(SyncAliasMachine.TestCase)
@@ -93,12 +93,11 @@ def test_programs_compile_once_per_structure() -> None:
     """A second identical (derandomized) search compiles nothing: every program structure the
     first one met is in the compile cache, whatever values and buffers it ran on."""
     from harness.properties import SYNC_ALIASING
-    from harness.runtime import executor
 
     assert SYNC_ALIASING.search(max_examples=40) is None
-    before = executor.metrics.compiles
+    before = transfers.metrics.compiles
     assert SYNC_ALIASING.search(max_examples=40) is None
-    assert executor.metrics.compiles == before
+    assert transfers.metrics.compiles == before
 
 
 def _aliased_write_at(program: list, start: int) -> bool:

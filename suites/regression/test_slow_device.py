@@ -18,7 +18,7 @@ import pytest
 
 import harness.runtime as xr
 import harness.sched as sched
-from harness.runtime import executor, faults
+from harness.runtime import faults, plan_cache
 from harness.scenarios import race_on_handles, runner, wait_gap
 from harness.scenarios.base import Context
 
@@ -30,7 +30,7 @@ NAP = 0.003  # seconds from dispatch to completion: far longer than a tiny step 
 
 def _explore(variant, inject: bool, nap: float, strategy: str) -> sched.CheckResult:
     xr.configure(completion_delay=nap)
-    executor.clear_cache()  # the first schedule compiles, inside the run, as a cold cache would
+    plan_cache.clear_cache()  # the first schedule compiles, inside the run, as a cold cache would
     body = runner.controlled(variant, Context(0, inject, len(jax.devices())))
     if strategy == "dfs":
         return sched.check_dfs(body, max_preemptions=2, raise_on_failure=False)

@@ -10,7 +10,7 @@ import pytest
 
 import harness.runtime as xr
 import harness.sched as sched
-from harness.runtime import executor, faults
+from harness.runtime import faults, worker
 from harness.scenarios import registry, runner, wait_gap
 from harness.scenarios.base import Context
 
@@ -25,7 +25,7 @@ def test_fixed_wait_holds_in_the_whole_bounded_space() -> None:
     assert result.failure is None, result.failure
     assert result.exhausted and result.schedules > 10, result.schedules
     assert result.threads == 2  # the caller and the executor thread, no closure
-    assert executor._operations.running == 0
+    assert worker.operations.running == 0
 
 
 def test_late_registration_is_found_and_replays() -> None:
@@ -39,7 +39,7 @@ def test_late_registration_is_found_and_replays() -> None:
         body = runner.controlled(wait_gap.step_then_wait, Context(0, True, len(jax.devices())))
         again = sched.replay(body, failure.schedule, raise_on_failure=False)
         assert again.failure is not None and again.failure.message == failure.message
-    assert executor._operations.running == 0  # the torn-down closure was settled
+    assert worker.operations.running == 0  # the torn-down closure was settled
     xr.wait_device_ops()
     np.testing.assert_allclose((xr.tensor(np.ones(3, np.float32)) * 2).numpy(), 2.0)
 

@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 
 import harness.runtime as xr
-from harness.runtime import executor, faults
+from harness.runtime import deadlines, executor, faults, plan_cache, transfers
 
 NDEV = len(jax.devices())
 DEADLINE = 0.2  # seconds: short, since every case waits it out once
@@ -38,13 +38,13 @@ def release() -> Iterator[threading.Event]:
     event.set()
 
 
-def _plan_of(t: xr.Tensor) -> executor._Plan:
+def _plan_of(t: xr.Tensor) -> plan_cache.Plan:
     """The plan of the newest compiled program (the one ``t``'s step just compiled). The cache is
     emptied first: a program an earlier test compiled would be a hit, not the newest entry."""
-    executor.clear_cache()
+    plan_cache.clear_cache()
     t.numpy()
-    plan = list(executor._cache.values())[-1]
-    assert isinstance(plan, executor._Plan)
+    plan = list(plan_cache._cache.values())[-1]
+    assert isinstance(plan, plan_cache.Plan)
     return plan
 
 
@@ -131,7 +131,7 @@ def test_the_deadline_is_configurable_from_the_environment(monkeypatch: pytest.M
     assert config._from_env().wait_timeout == 7.5
     monkeypatch.setenv("HARNESS_WAIT_TIMEOUT", "0")
     xr.configure(wait_timeout=0)
-    assert executor.wait_timeout() is None  # 0: unbounded, as asked
+    assert deadlines.wait_timeout() is None  # 0: unbounded, as asked
 
 
 @CELL_INDEPENDENT
@@ -199,14 +199,14 @@ def test_a_donation_jax_leaves_alive_is_deleted_by_the_runtime(monkeypatch: pyte
         "the donated buffer is still alive"
     )
     with pytest.raises(xr.DonatedBufferError, match="is deleted"):
-        executor.to_host(held)
+        transfers.to_host(held)
     assert np.array_equal(w.numpy(), np.full(3, 3.0))
 
 
-def _plan_of_step(w: xr.Tensor) -> executor._Plan:
+def _plan_of_step(w: xr.Tensor) -> plan_cache.Plan:
     xr.mark_step(wait=True)
-    plan = list(executor._cache.values())[-1]
-    assert isinstance(plan, executor._Plan)
+    plan = list(plan_cache._cache.values())[-1]
+    assert isinstance(plan, plan_cache.Plan)
     return plan
 
 

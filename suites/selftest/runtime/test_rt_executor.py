@@ -42,7 +42,7 @@ def test_steady_loop_compiles_once() -> None:
 
 def test_a_new_graph_structure_or_shape_compiles_again(monkeypatch: pytest.MonkeyPatch) -> None:
     # an empty process-wide cache, so the counts do not depend on what earlier tests compiled
-    monkeypatch.setattr("harness.runtime.executor._cache", {})
+    monkeypatch.setattr("harness.runtime.plan_cache._cache", {})
     n = xr.compile_count()
     a = xr.tensor(X)
     (a * 2).numpy()
@@ -63,10 +63,10 @@ def test_graphs_that_differ_only_in_sharing_arity_or_layout_have_their_own_plans
     then its operand positions. Graphs alike in ops and shapes but not in which values they
     share, in how many operands an op takes, or in a constraint's layout must not meet in it,
     else one would run with the other's executable and compute the wrong value."""
-    from harness.runtime import executor
+    from harness.runtime.graphs import Walk
     from harness.runtime.tensor import cat
 
-    monkeypatch.setattr("harness.runtime.executor._cache", {})
+    monkeypatch.setattr("harness.runtime.plan_cache._cache", {})
     a, b = xr.tensor(X), xr.tensor(X + 1)
     rows = np.arange(NDEV * 6, dtype=np.float32).reshape(NDEV * 2, 3)
     c = xr.tensor(rows)
@@ -88,13 +88,13 @@ def test_graphs_that_differ_only_in_sharing_arity_or_layout_have_their_own_plans
     }
     keys = {}
     for name, (build, expected) in graphs.items():
-        keys[name] = executor._Walk([build()._storage.node]).key
+        keys[name] = Walk([build()._storage.node]).key
         np.testing.assert_allclose(build().numpy(), expected, rtol=1e-6, err_msg=name)
     assert len(set(keys.values())) == len(keys), keys
     # the same structure over other values, or its inputs met in another order, is the same key:
     # the steady step's cache hit
-    assert executor._Walk([(b + b)._storage.node]).key == keys["a + a"]
-    assert executor._Walk([(b + a)._storage.node]).key == keys["a + b"]
+    assert Walk([(b + b)._storage.node]).key == keys["a + a"]
+    assert Walk([(b + a)._storage.node]).key == keys["a + b"]
     np.testing.assert_allclose((b + a).numpy(), X + X + 1, rtol=1e-6)
 
 

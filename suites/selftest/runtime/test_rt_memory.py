@@ -16,7 +16,7 @@ import pytest
 
 import harness.runtime as xr
 from harness.runtime import models, nn
-from harness.runtime.executor import device_bytes, live_device_bytes
+from harness.runtime.transfers import device_bytes, live_device_bytes
 
 X = np.linspace(-1, 1, 4 * 256, dtype=np.float32).reshape(4, 256)
 Y = np.linspace(0, 1, 4 * 128, dtype=np.float32).reshape(4, 128)

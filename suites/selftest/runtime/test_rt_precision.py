@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 import harness.runtime as xr
-from harness.runtime import config, executor
+from harness.runtime import config, plan_cache
 from harness.runtime.testing import (
     compiled_texts,
     isolated,
@@ -72,7 +72,7 @@ def _step() -> np.ndarray:
 
 def _new_programs(run: Callable[[], object]) -> list[str]:
     """The HLO texts of the programs ``run()`` compiled (the cache keeps them in compile order)."""
-    before = len(executor._cache)
+    before = len(plan_cache._cache)
     run()
     return compiled_texts()[before:]
 
@@ -151,7 +151,7 @@ def test_every_product_of_a_step_asks_for_the_configured_precision(name: str, ex
 
 
 def test_the_executable_the_executor_compiled_carries_it() -> None:
-    executor.clear_cache()  # an earlier test's identical program must not hide these compiles
+    plan_cache.clear_cache()  # an earlier test's identical program must not hide these compiles
     texts = {}
     for name in ("highest", "tensorfloat32", "default"):
         xr.configure(matmul_precision=name)
@@ -175,7 +175,7 @@ def test_products_of_a_traced_kernel_carry_it() -> None:
 
 def test_a_change_of_precision_compiles_a_new_program_and_only_then() -> None:
     xr.configure(matmul_precision="highest")
-    executor.clear_cache()
+    plan_cache.clear_cache()
     exact = _new_programs(_step)
     assert len(exact) == 1 and _new_programs(_step) == []  # the same step again: cached
     xr.configure(matmul_precision="tensorfloat32")
@@ -212,7 +212,7 @@ def test_jax_own_default_does_not_change_the_runtime() -> None:
     finally:
         jax.config.update("jax_default_matmul_precision", before)
     assert set(_lowered_precisions(text)) == {"highest"}
-    executor.clear_cache()  # the same step compiled afresh, with JAX's default untouched
+    plan_cache.clear_cache()  # the same step compiled afresh, with JAX's default untouched
     again, again_grad = loss_and_gradient()
     xr.mark_step()
     np.testing.assert_array_equal(again.numpy(), loss.numpy())

@@ -9,14 +9,14 @@ import numpy as np
 import pytest
 
 import harness.runtime as xr
-from harness.runtime import executor
+from harness.runtime import plan_cache
 
 N = len(jax.devices())
 
 
 @pytest.fixture(autouse=True)
 def _empty_cache() -> None:
-    executor.clear_cache()
+    plan_cache.clear_cache()
 
 
 def _run(fn) -> str | None:  # noqa: ANN001

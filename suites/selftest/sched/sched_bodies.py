@@ -150,7 +150,7 @@ class PlaceholderRead(RuntimeError):
 
 
 class Placeholder:
-    """Like ``executor.DeviceData`` with no array yet: filled by the executor thread."""
+    """Like ``device_data.DeviceData`` with no array yet: filled by the executor thread."""
 
     def __init__(self) -> None:
         self.value: int | None = None
@@ -170,7 +170,7 @@ class Placeholder:
 
 
 class Worker:
-    """``executor._Worker`` with the scheduler's primitives: one thread running queued jobs."""
+    """``worker.Worker`` with the scheduler's primitives: one thread running queued jobs."""
 
     def __init__(self) -> None:
         self.queue = sched.SimpleQueue(name="jobs")

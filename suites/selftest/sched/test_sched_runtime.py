@@ -15,7 +15,7 @@ import pytest
 
 import harness.runtime as xr
 import harness.sched as sched
-from harness.runtime import executor, faults, topology
+from harness.runtime import deadlines, faults, topology, worker
 from harness.sched import points
 from harness.sched.points import FREE
 
@@ -109,7 +109,7 @@ def test_without_a_run_the_primitives_are_plain_and_the_executor_is_free() -> No
     assert points.active() is None
     np.testing.assert_allclose((xr.tensor(X) + 1).numpy(), X + 1)
     assert not sched.is_controlled() and sched.thread_id() is None
-    thread = executor._worker._thread
+    thread = worker.worker._thread
     assert thread is not None and thread.is_alive() and thread.name == "harness-executor"
 
 
@@ -248,7 +248,7 @@ def test_a_torn_down_run_leaves_nothing_to_wait_for() -> None:
     _no_hang(xr.wait_device_ops)
     data = left[0]._storage.node.data
     assert not data.is_placeholder
-    with pytest.raises(executor.ExecutionAbandoned, match="abandoned"):
+    with pytest.raises(worker.ExecutionAbandoned, match="abandoned"):
         data.array()
     np.testing.assert_allclose((xr.tensor(X) * 2).numpy(), X * 2)  # the runtime carries on
 
@@ -312,7 +312,7 @@ class _Stuck:
 
     def __init__(self) -> None:
         self.event = sched.Event(name="never set")
-        self.ticket = executor.Ticket(0, "a program that never completes")
+        self.ticket = deadlines.Ticket(0, "a program that never completes")
 
     def __call__(self) -> None:
         self.event.wait()
@@ -326,7 +326,7 @@ class _Stuck:
 
 def test_a_deadlock_names_every_thread_its_point_and_stack() -> None:
     def body() -> None:
-        executor._worker.submit(_Stuck()).wait()  # type: ignore[arg-type]
+        worker.worker.submit(_Stuck()).wait()  # type: ignore[arg-type]
 
     error = _no_hang(lambda: sched.check_dfs(body, raise_on_failure=False).failure.error)
     assert isinstance(error, sched.DeadlockError)
@@ -336,7 +336,7 @@ def test_a_deadlock_names_every_thread_its_point_and_stack() -> None:
     assert by_name["harness-executor"].at == "Event.wait"
     assert "never set" in by_name["harness-executor"].detail
     assert "test_sched_runtime.py" in by_name["main"].stack
-    assert "executor.py" in by_name["harness-executor"].stack
+    assert "worker.py" in by_name["harness-executor"].stack
     np.testing.assert_allclose((xr.tensor(X) + 2).numpy(), X + 2)
 
 
