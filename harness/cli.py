@@ -1,6 +1,7 @@
 """The ``xharness`` command.
 
-Each area of the harness owns its subcommands (``add_parsers`` in its ``commands`` module), so this
+Each area of the harness owns its subcommands (``add_parsers`` in its ``commands`` module, or in
+``harness.bench`` and ``harness.releases.bisect_command``, which are one command each), so this
 file only wires them together and maps failures to the documented exit codes:
 0 success, 1 test/scenario failure, 2 usage or configuration error; the commands that run real
 runtime releases add 3 (a release could not be installed) and 4 (the runtime is not importable

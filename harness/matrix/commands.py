@@ -203,12 +203,9 @@ def _release_text(runtime: str | None, release: str | None) -> str | None:
     it names nothing usable."""
     if release is None or runtime is None:
         return release
-    from harness.releases.release_spec import ReleaseSpecError, parse
+    from harness.releases.release_spec import parse_argument
 
-    try:
-        return parse(runtime, release).text
-    except ReleaseSpecError as exc:
-        raise _usage_error(f"--release: {exc}") from None
+    return parse_argument(runtime, release, "--release").text
 
 
 def _with_runtime(cell: Cell, runtime: str | None, release: str | None) -> Cell:

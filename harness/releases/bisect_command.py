@@ -33,8 +33,8 @@ could be installed (or the index could not be listed); 130 interrupted.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
-import shlex
 import subprocess
 import sys
 import time
@@ -54,8 +54,8 @@ from harness.matrix.config import RELEASED_RUNTIMES
 from harness.releases import bisect as search
 from harness.releases import envs, interpreters, release_spec
 from harness.releases.bisect import NOT_INSTALLED, BisectResult, EnvKeeper, Outcome, Trial
-from harness.releases.catalog import say
-from harness.releases.release_spec import ReleaseSpec, ReleaseSpecError, distribution
+from harness.releases.catalog import repro_line, say
+from harness.releases.release_spec import ReleaseSpec, distribution
 from harness.report.properties import (
     BISECT,
     BISECT_ORDER,
@@ -198,13 +198,6 @@ def _listed_as_text(stdout: str, command: str) -> list[str]:
 
 
 # ------------------------------------------------------------------------------ the range
-def _parse(runtime: str, text: str, what: str) -> ReleaseSpec:
-    try:
-        return release_spec.parse(runtime, text)
-    except ReleaseSpecError as exc:
-        raise UsageError(f"{what}: {exc}") from None
-
-
 def check_ends(good: ReleaseSpec, bad: ReleaseSpec) -> None:
     """The good end is the older one, and they are two releases."""
     if good.key == bad.key:
@@ -219,8 +212,8 @@ def plan(runtime: str, good_text: str | None, bad_text: str | None, releases_tex
     """The releases to search, oldest first: the good end, the candidates between the two ends'
     versions, the bad end. ``listed`` replaces the index (tests); ``--releases`` does too.
     Raises :class:`ReleaseListError` when the index cannot be listed."""
-    good = _parse(runtime, good_text, "--good") if good_text else None
-    bad = _parse(runtime, bad_text, "--bad") if bad_text else None
+    good = release_spec.parse_argument(runtime, good_text, "--good") if good_text else None
+    bad = release_spec.parse_argument(runtime, bad_text, "--bad") if bad_text else None
     if good is not None and bad is not None:
         check_ends(good, bad)
     floor = None
@@ -228,7 +221,7 @@ def plan(runtime: str, good_text: str | None, bad_text: str | None, releases_tex
         texts = [t.strip() for t in releases_text.split(",") if t.strip()]
         if not texts:
             raise UsageError("--releases: no release named")
-        candidates = [_parse(runtime, t, "--releases") for t in texts]
+        candidates = [release_spec.parse_argument(runtime, t, "--releases") for t in texts]
     elif listed is not None:
         candidates = listed
     else:
@@ -313,7 +306,7 @@ class Runner:
 
 # ------------------------------------------------------------------------------ the answer
 def replay(scenario: str, runtime: str, spec: ReleaseSpec) -> str:
-    return f"xharness repro {scenario} --runtime {runtime} --release {shlex.quote(spec.text)}"
+    return repro_line(scenario, runtime, spec.text)
 
 
 def decisive(result: BisectResult[ReleaseSpec]) -> Trial[ReleaseSpec] | None:
@@ -367,64 +360,117 @@ def _role(result: BisectResult[ReleaseSpec], spec: ReleaseSpec) -> str:
     return ""
 
 
-def to_json(runtime: str, scenario: str, result: BisectResult[ReleaseSpec], runner: Runner,
-            wall: float, out: Path, code: int) -> dict[str, Any]:
+@dataclass(frozen=True)
+class TriedRelease:
+    """One release the search visited, as the report shows it."""
+
+    order: int  # its turn in the search, from 1
+    release: str  # its label
+    spec: str  # what names it again on a command line
+    kind: str
+    version: str
+    imported: str  # the release its variants actually imported ("" when none ran)
+    outcome: str
+    seconds: float
+    verdict: str
+    note: str
+    role: str  # its part in the answer: last good, first changed, good end...
+    env: str | None
+    env_built: bool
+    env_dropped: bool
+    replay: str
+
+
+@dataclass(frozen=True)
+class BisectReport:
+    """What a bisect found, a value: the terminal's text, the JUnit records and ``--json`` are
+    each made from it, and it becomes JSON only at that edge (``to_json``)."""
+
+    runtime: str
+    scenario: str
+    range: tuple[str, ...]
+    result: str
+    direction: str
+    exact: bool
+    answer: str
+    last_good: str | None
+    first: str | None
+    suspects: tuple[str, ...]
+    untested: tuple[str, ...]
+    trials: tuple[TriedRelease, ...]
+    replay: str
+    wall: float
+    out: str
+    exit_code: int
+
+    @property
+    def envs_built(self) -> tuple[str, ...]:
+        return tuple(t.release for t in self.trials if t.env_built)
+
+    @property
+    def envs_dropped(self) -> tuple[str, ...]:
+        return tuple(t.release for t in self.trials if t.env_dropped)
+
+    def to_json(self) -> dict[str, Any]:
+        return {**dataclasses.asdict(self), "envs_built": list(self.envs_built),
+                "envs_dropped": list(self.envs_dropped)}
+
+
+def build_report(runtime: str, scenario: str, result: BisectResult[ReleaseSpec], runner: Runner,
+                 wall: float, out: Path, code: int) -> BisectReport:
     trials = []
     for index, trial in enumerate(result.trials, 1):
         visit = runner.visits[trial.release.key]
         run = visit.run
-        trials.append({
-            "order": index, "release": trial.release.label, "spec": trial.release.text,
-            "kind": trial.release.kind, "version": str(trial.release.version),
-            "imported": run.release if run is not None else "",
-            "outcome": trial.outcome.value, "seconds": trial.outcome.seconds,
-            "verdict": run.verdict.verdict if run is not None else NOT_INSTALLED,
-            "note": trial.outcome.note, "role": _role(result, trial.release),
-            "env": str(visit.env.path) if visit.env is not None and trial.release.env_name else None,
-            "env_built": bool(visit.env and visit.env.built), "env_dropped": visit.dropped,
-            "replay": replay(scenario, runtime, trial.release),
-        })
+        trials.append(TriedRelease(
+            order=index, release=trial.release.label, spec=trial.release.text,
+            kind=trial.release.kind, version=str(trial.release.version),
+            imported=run.release if run is not None else "",
+            outcome=trial.outcome.value, seconds=trial.outcome.seconds,
+            verdict=run.verdict.verdict if run is not None else NOT_INSTALLED,
+            note=trial.outcome.note, role=_role(result, trial.release),
+            env=str(visit.env.path) if visit.env is not None and trial.release.env_name else None,
+            env_built=bool(visit.env and visit.env.built), env_dropped=visit.dropped,
+            replay=replay(scenario, runtime, trial.release),
+        ))
     shown = decisive(result)
-    return {
-        "runtime": runtime, "scenario": scenario,
-        "range": [r.label for r in result.releases],
-        "result": result.kind, "direction": result.direction, "exact": result.exact,
-        "answer": answer(runtime, result),
-        "last_good": result.last_good.release.label if result.last_good else None,
-        "first": result.first.release.label if result.first else None,
-        "suspects": [s.label for s in result.suspects],
-        "untested": [s.label for s in result.untested],
-        "trials": trials,
-        "envs_built": [t["release"] for t in trials if t["env_built"]],
-        "envs_dropped": [t["release"] for t in trials if t["env_dropped"]],
-        "replay": replay(scenario, runtime, shown.release) if shown else "",
-        "wall": wall, "out": str(out), "exit_code": code,
-    }
+    return BisectReport(
+        runtime=runtime, scenario=scenario, range=tuple(r.label for r in result.releases),
+        result=result.kind, direction=result.direction, exact=result.exact,
+        answer=answer(runtime, result),
+        last_good=result.last_good.release.label if result.last_good else None,
+        first=result.first.release.label if result.first else None,
+        suspects=tuple(s.label for s in result.suspects),
+        untested=tuple(s.label for s in result.untested),
+        trials=tuple(trials),
+        replay=replay(scenario, runtime, shown.release) if shown else "",
+        wall=wall, out=str(out), exit_code=code,
+    )
 
 
-def render(report: dict[str, Any]) -> str:
+def render(report: BisectReport) -> str:
     """The terminal's text: the releases tried, in the order tried, then the answer."""
-    rows = [(str(t["order"]), t["release"], t["outcome"], f"{t['seconds']:.0f} s",
-             "built" if t["env_built"] else ("-" if t["outcome"] == NOT_INSTALLED else "reused"),
-             t["role"]) for t in report["trials"]]
+    rows = [(str(t.order), t.release, t.outcome, f"{t.seconds:.0f} s",
+             "built" if t.env_built else ("-" if t.outcome == NOT_INSTALLED else "reused"),
+             t.role) for t in report.trials]
     header = ("#", "release", "outcome", "time", "env", "role")
     widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(header)]
     fmt = "  ".join(f"{{:<{w}}}" for w in widths)
-    lines = [f"bisect {report['scenario']} on {report['runtime']}: "
-             f"{report['range'][0]} .. {report['range'][-1]} ({len(report['range'])} releases)",
+    lines = [f"bisect {report.scenario} on {report.runtime}: "
+             f"{report.range[0]} .. {report.range[-1]} ({len(report.range)} releases)",
              fmt.format(*header).rstrip(), fmt.format(*("-" * w for w in widths)).rstrip()]
     lines += [fmt.format(*r).rstrip() for r in rows]
-    for t in report["trials"]:
-        if t["outcome"] == NOT_INSTALLED:
-            lines.append(f"  {t['release']}: {t['note']}")
-    lines.append(f"{report['answer']}")
-    built = ", ".join(report["envs_built"]) or "none"
-    lines.append(f"tried {len(report['trials'])} release(s); environments built: {built}; "
-                 f"total {report['wall']:.0f} s")
-    if report["envs_dropped"]:
-        lines.append(f"dropped (--keep): {', '.join(report['envs_dropped'])}")
-    if report["replay"]:
-        lines.append(f"replay: {report['replay']}")
+    for t in report.trials:
+        if t.outcome == NOT_INSTALLED:
+            lines.append(f"  {t.release}: {t.note}")
+    lines.append(f"{report.answer}")
+    built = ", ".join(report.envs_built) or "none"
+    lines.append(f"tried {len(report.trials)} release(s); environments built: {built}; "
+                 f"total {report.wall:.0f} s")
+    if report.envs_dropped:
+        lines.append(f"dropped (--keep): {', '.join(report.envs_dropped)}")
+    if report.replay:
+        lines.append(f"replay: {report.replay}")
     return "\n".join(lines)
 
 
@@ -433,51 +479,51 @@ def cell_name(runtime: str, scenario: str) -> str:
     return f"bisect-{runtime}-{scenario}"
 
 
-def records(report: dict[str, Any], runs: dict[str, Any]) -> list[Any]:
+def records(report: BisectReport, runs: dict[str, Any]) -> list[Any]:
     """One record per release tried (in version order), then the answer's record. A tried
     release carries what a catalog record carries (so the release table shows it) plus the
     bisect's properties; the answer carries the bisect's result."""
     from harness.report.records import ERROR, FAILED, PASSED, SKIPPED, Attempt, TestRecord
 
-    runtime, scenario = report["runtime"], report["scenario"]
+    runtime, scenario = report.runtime, report.scenario
     cell = cell_name(runtime, scenario)
-    tried = ";".join(f"{t['release']}={t['outcome']}" for t in report["trials"])
+    tried = ";".join(f"{t.release}={t.outcome}" for t in report.trials)
     out = []
-    order = {label: i for i, label in enumerate(report["range"])}
-    for trial in sorted(report["trials"], key=lambda t: order.get(t["release"], 0)):
-        run = runs.get(trial["spec"])
-        record = TestRecord(nodeid=f"xharness::bisect::{scenario}[{trial['release']}]", cell=cell,
+    order = {label: i for i, label in enumerate(report.range)}
+    for trial in sorted(report.trials, key=lambda t: order.get(t.release, 0)):
+        run = runs.get(trial.spec)
+        record = TestRecord(nodeid=f"xharness::bisect::{scenario}[{trial.release}]", cell=cell,
                             file=RECORD_FILE)
         if run is not None:
             props = run.properties()
-            props["release"] = props["release"] or trial["release"]
+            props["release"] = props["release"] or trial.release
         else:
-            props = {"runtime": runtime, "release": trial["release"], "scenario": scenario,
-                     "expected": "-", "actual": trial["outcome"], "verdict": NOT_INSTALLED,
-                     "reason": trial["note"]}
+            props = {"runtime": runtime, "release": trial.release, "scenario": scenario,
+                     "expected": "-", "actual": trial.outcome, "verdict": NOT_INSTALLED,
+                     "reason": trial.note}
         props.update({RELEASE_RUNTIME: runtime, RELEASE_CHECK: CHECK_BISECT, BISECT: cell,
-                      BISECT_ORDER: str(trial["order"]), BISECT_RELEASE: trial["release"],
-                      BISECT_ROLE: trial["role"], REPRO: trial["replay"]})
-        if trial["outcome"] == NOT_INSTALLED:
-            attempt = Attempt(SKIPPED, trial["seconds"], f"skipped by the bisect: {trial['note']}")
-        elif trial["outcome"] in search.DECISIVE:
-            attempt = Attempt(PASSED, trial["seconds"])
+                      BISECT_ORDER: str(trial.order), BISECT_RELEASE: trial.release,
+                      BISECT_ROLE: trial.role, REPRO: trial.replay})
+        if trial.outcome == NOT_INSTALLED:
+            attempt = Attempt(SKIPPED, trial.seconds, f"skipped by the bisect: {trial.note}")
+        elif trial.outcome in search.DECISIVE:
+            attempt = Attempt(PASSED, trial.seconds)
         else:
-            attempt = Attempt(FAILED, trial["seconds"], run.message() if run else trial["note"],
+            attempt = Attempt(FAILED, trial.seconds, run.message() if run else trial.note,
                               details=run.details() if run else "")
         record.attempts.append(attempt)
         record.properties = {k: str(v) for k, v in props.items()}
         out.append(record)
     summary = TestRecord(nodeid=f"xharness::bisect::{scenario}", cell=cell, file=RECORD_FILE)
-    outcome = {search.CHANGED: PASSED, search.NOTHING_INSTALLED: ERROR}.get(report["result"], FAILED)
-    summary.attempts.append(Attempt(outcome, report["wall"],
-                                    "" if outcome == PASSED else report["answer"]))
+    outcome = {search.CHANGED: PASSED, search.NOTHING_INSTALLED: ERROR}.get(report.result, FAILED)
+    summary.attempts.append(Attempt(outcome, report.wall,
+                                    "" if outcome == PASSED else report.answer))
     summary.properties = {
-        "runtime": runtime, "scenario": scenario, "bisect": cell, "bisect-result": report["result"],
-        "bisect-direction": report["direction"], "bisect-answer": report["answer"],
-        "bisect-first": report["first"] or "", "bisect-last-good": report["last_good"] or "",
-        "bisect-suspects": ";".join(report["suspects"]), "bisect-tried": tried,
-        "bisect-range": ";".join(report["range"]), "repro": report["replay"],
+        "runtime": runtime, "scenario": scenario, "bisect": cell, "bisect-result": report.result,
+        "bisect-direction": report.direction, "bisect-answer": report.answer,
+        "bisect-first": report.first or "", "bisect-last-good": report.last_good or "",
+        "bisect-suspects": ";".join(report.suspects), "bisect-tried": tried,
+        "bisect-range": ";".join(report.range), "repro": report.replay,
     }
     out.append(summary)
     return out
@@ -530,12 +576,12 @@ def bisect_command(args: argparse.Namespace) -> int:
             result = BisectResult(search.NOTHING_INSTALLED, tuple(specs), tried)
     wall = round(time.monotonic() - started, 1)
     code = 130 if interrupted else EXIT_CODES[result.kind]
-    report = to_json(args.runtime, args.scenario, result, runner, wall, args.out, code)
+    report = build_report(args.runtime, args.scenario, result, runner, wall, args.out, code)
     if interrupted:
-        report.update(result="interrupted", answer="interrupted before an answer")
+        report = dataclasses.replace(report, result="interrupted", answer="interrupted before an answer")
     write_junit(args.out, report, {v.spec.text: v.run for v in runner.visits.values()})
     if args.json:
-        print(json.dumps(report, indent=2))
+        print(json.dumps(report.to_json(), indent=2))
     else:
         print(render(report))
         print(f"JUnit {args.out / 'junit' / (cell_name(args.runtime, args.scenario) + '.xml')}, "
@@ -543,7 +589,7 @@ def bisect_command(args: argparse.Namespace) -> int:
     return code
 
 
-def write_junit(out: Path, report: dict[str, Any], runs: dict[str, Any]) -> None:
+def write_junit(out: Path, report: BisectReport, runs: dict[str, Any]) -> None:
     """The bisect's JUnit file (replacing an earlier bisect's of the same scenario only), then
     the merged report and dashboard of the directory."""
     from harness.report.api import finish_run
@@ -551,6 +597,6 @@ def write_junit(out: Path, report: dict[str, Any], runs: dict[str, Any]) -> None
 
     junit_dir = out / "junit"
     junit_dir.mkdir(parents=True, exist_ok=True)
-    cell = cell_name(report["runtime"], report["scenario"])
+    cell = cell_name(report.runtime, report.scenario)
     write_cell_xml(cell, records(report, runs), junit_dir / f"{cell}.xml")
     finish_run(out)

@@ -25,7 +25,7 @@ from harness.adapters.runtimes import RELEASED, RUNTIMES
 from harness.errors import UsageError
 from harness.matrix.config import RELEASED_RUNTIMES
 from harness.releases import envs, interpreters, release_spec
-from harness.releases.release_spec import ReleaseSpec, ReleaseSpecError
+from harness.releases.release_spec import ReleaseSpec
 from harness.scenarios import upstream_torch_xla as upstream
 from harness.scenarios.expected import (
     FAILED,
@@ -81,7 +81,7 @@ class ScenarioRun:
                 f"{v.variant}: {v.outcome}" + (f" ({v.signature})" if v.signature else "")
                 for v in self.variants
             ),
-            "repro": f"xharness repro {self.scenario} --runtime {self.runtime} --release {self.release}",
+            "repro": repro_line(self.scenario, self.runtime, self.release),
         }
 
     def message(self) -> str:
@@ -177,18 +177,16 @@ def python_for(runtime: str, release: ReleaseSpec | None, progress: Any = None) 
     return sys.executable
 
 
+def repro_line(scenario: str, runtime: str, release: str | None = None) -> str:
+    """The one command that runs ``scenario``'s upstream trigger again on ``runtime`` (in the
+    environment of ``release``, as a command line names it, when given)."""
+    line = f"xharness repro {scenario} --runtime {runtime}"
+    return f"{line} --release {shlex.quote(release)}" if release else line
+
+
 def say(message: str) -> None:
     """A progress line of the release commands, on stderr."""
     print(f"xharness: {message}", file=sys.stderr, flush=True)
-
-
-def parse_release(runtime: str, text: str) -> ReleaseSpec:
-    """A release as a command names it (``harness.releases.release_spec``); a usage error
-    when it names nothing usable."""
-    try:
-        return release_spec.parse(runtime, text)
-    except ReleaseSpecError as exc:
-        raise UsageError(str(exc)) from None
 
 
 # ------------------------------------------------------------------------------ repro
@@ -212,7 +210,7 @@ def repro(args: argparse.Namespace) -> int:
             f"--release installs a release of {', '.join(RELEASED_RUNTIMES)}; runtime "
             f"{args.runtime} under test is the one this interpreter imports (drop --release)"
         )
-    spec = parse_release(args.runtime, args.release) if args.release else None
+    spec = release_spec.parse_argument(args.runtime, args.release) if args.release else None
     if spec is not None:
         interpreters.apply_argument(getattr(args, "python", None))
     if not upstream.reproducers(args.scenario, args.runtime):
@@ -230,9 +228,7 @@ def repro(args: argparse.Namespace) -> int:
         print(f"xharness: error: {exc}", file=sys.stderr)
         return EXIT_UNAVAILABLE
     run = run_scenario(args.scenario, python, table, timeout=args.timeout, runtime=args.runtime)
-    replay = f"xharness repro {args.scenario} --runtime {args.runtime}"
-    if spec is not None:
-        replay += f" --release {shlex.quote(spec.text)}"
+    replay = repro_line(args.scenario, args.runtime, spec.text if spec is not None else None)
     if args.json:
         print(json.dumps({**run.to_json(), "python": python, "repro": replay}))
     else:

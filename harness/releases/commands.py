@@ -20,7 +20,7 @@ from typing import Any
 from harness.errors import UsageError
 from harness.matrix.config import RELEASED_RUNTIMES, Matrix
 from harness.releases import envs, interpreters, release_spec
-from harness.releases.catalog import EXIT_INSTALL, parse_release, say
+from harness.releases.catalog import EXIT_INSTALL, say
 from harness.releases.cells import (
     ReleaseCellRun,
     ReleaseCheck,
@@ -65,7 +65,7 @@ def releases_command(args: argparse.Namespace) -> int:
     from harness.matrix.interrupt import sigterm_interrupts
     from harness.report.api import finish_run
 
-    specs = list({s.key: s for s in (parse_release(args.runtime, v) for v in args.versions)}.values())
+    specs = list({s.key: s for s in (release_spec.parse_argument(args.runtime, v) for v in args.versions)}.values())
     interpreters.apply_argument(args.python)
     if not args.timeout > 0:
         raise UsageError("--timeout must be a positive number of seconds")

@@ -28,6 +28,7 @@ from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel
 from packaging.version import InvalidVersion, Version
 
 from harness.adapters.runtimes import RUNTIMES, torch_for
+from harness.errors import UsageError
 from harness.releases import envs
 
 INDEX, WHEEL, WHEELS_DIR, INSTALLED = "index", "wheel", "wheels-dir", "installed"
@@ -92,6 +93,15 @@ class ReleaseSpec:
         if self.runtime == "torch_xla" and "torch" not in names:
             wanted.append(torch_for(str(self.version)))
         return wanted
+
+
+def parse_argument(runtime: str, text: str, flag: str = "") -> ReleaseSpec:
+    """A release as a command line names it: :func:`parse`, with a usage error (naming ``flag``
+    when given) where it names nothing usable. Every command parses its releases through this."""
+    try:
+        return parse(runtime, text)
+    except ReleaseSpecError as exc:
+        raise UsageError(f"{flag}: {exc}" if flag else str(exc)) from None
 
 
 def parse(runtime: str, text: str) -> ReleaseSpec:
