@@ -97,10 +97,6 @@ def running() -> Interpreter:
     return Interpreter(Path(sys.executable), (major, minor, micro))
 
 
-def tag_of_running() -> str:
-    return running().tag
-
-
 @functools.lru_cache(maxsize=64)
 def probe(path: str) -> Interpreter | None:
     """Run ``path`` to learn its version; None when it does not run as a CPython that can make a
