@@ -16,6 +16,11 @@ source ci/setup.sh
 # pytest's exit 5 (no tests collected) fails the job like any other non-zero code.
 .venv/bin/python -m pytest suites -q -p xdist -n 2 "$@"
 
+# The example plugin as a maintainer uses it (examples/tinyjax): a fresh environment with xharness
+# and the plugin, then list, repro, run over its two cells, teeth and init, each checked (about a
+# minute and a half here, most of it pip).
+bash ci/example.sh
+
 # The same suites on the newest JAX the project declares, where .venv's Python resolves an older
 # one (JAX 0.11 and later need Python 3.12 or newer): that release's own cached environment on an
 # interpreter it supports (ci/python.sh), about 9 minutes here. XHARNESS_SKIP_NEWEST=1 skips it

@@ -30,6 +30,7 @@ _COMMAND_MODULES = (
     "harness.releases.commands",  # releases
     "harness.releases.bisect_command",  # bisect
     "harness.teeth.commands",  # teeth
+    "harness.starter",  # init
 )
 
 

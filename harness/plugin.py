@@ -8,7 +8,7 @@ supervisor:
 * joins ``jax.distributed`` when the supervisor launched this process as one rank of a cell;
 * markers ``devices(n)``, ``processes(n)``, ``slices(n)``, ``cell(name, ...)`` that skip with the
   reason when the current process cannot host the test, and fixtures ``mesh``, ``devices``,
-  ``runtime``;
+  ``runtime`` and ``adapter`` (the runtime under test, whichever is registered);
 * under the supervisor (``--xharness-events``): streams per-test events, writes fatal-error and
   timeout stacks with :mod:`faulthandler`, runs per-test start/end barriers across ranks, and keeps
   only the tests the supervisor selected (so a restart after a crash runs just the rest).
@@ -267,6 +267,16 @@ def runtime() -> Any:
     import harness.runtime
 
     return harness.runtime
+
+
+@pytest.fixture
+def adapter() -> Any:
+    """The runtime under test through its adapter (``harness.api.Adapter``): the cell's runtime
+    (``HARNESS_RUNTIME``; a project's ``[tool.xharness] runtime``), the reference runtime by
+    default. A suite written against it runs unchanged against every registered runtime."""
+    from harness.adapters import current
+
+    return current()
 
 
 @pytest.fixture

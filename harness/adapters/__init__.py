@@ -1,16 +1,22 @@
-"""Runtimes under test: the reference runtime, JAX and PyTorch/XLA behind one small protocol.
+"""Runtimes under test: the reference runtime, JAX, PyTorch/XLA and any a plugin registers,
+behind one small protocol.
 
-``get(name)`` loads an adapter (importing its runtime only then); ``current()`` is the one this
-process tests, chosen by ``HARNESS_RUNTIME`` (set per matrix cell and by ``--runtime``), the
-reference runtime by default.
+Every adapter is an entry point of the ``xharness.runtimes`` group (``harness.entrypoints``), the
+harness' own included. ``names()`` reads the registered names without importing anything;
+``get(name)`` loads the adapter class, checks it against the protocol, and makes the one instance
+of this process (importing its runtime only then); ``current()`` is the one this process tests,
+chosen by ``HARNESS_RUNTIME`` (set per matrix cell and by ``--runtime``), the reference runtime by
+default.
 """
 
 from __future__ import annotations
 
 import functools
-import importlib
+import inspect
 import os
+from typing import Any
 
+from harness import entrypoints
 from harness.adapters.base import (
     CAPABILITIES,
     Adapter,
@@ -19,25 +25,68 @@ from harness.adapters.base import (
     Unsupported,
     require,
 )
-from harness.adapters.runtimes import RUNTIMES
 
-#: adapter name -> "module:class"
-#: each runtime's adapter class, ``module:Class`` (from the table of runtime facts)
-ADAPTERS: dict[str, str] = {name: facts.adapter for name, facts in RUNTIMES.items()}
+#: what an adapter class must offer: the protocol's operations, by name
+PROTOCOL_METHODS: tuple[str, ...] = tuple(
+    name for name, value in vars(Adapter).items() if inspect.isfunction(value) and not name.startswith("_")
+)
 
 
 class UnknownRuntime(ValueError):
-    """A runtime name no adapter answers to."""
+    """A runtime name no adapter answers to, or one whose plugin cannot be loaded."""
+
+
+def names() -> tuple[str, ...]:
+    """Every registered runtime's name, the harness' own first (nothing is imported)."""
+    return tuple(dict.fromkeys(e.name for e in entrypoints.entry_points(entrypoints.RUNTIMES)))
+
+
+def check_adapter_class(entry: entrypoints.EntryPoint, obj: Any) -> str | None:
+    """Why ``obj`` is not an adapter class for ``entry``, or None."""
+    if not isinstance(obj, type):
+        return f"{entry.value} is a {type(obj).__name__}, not an adapter class (harness.api.Adapter)"
+    if getattr(obj, "name", None) != entry.name:
+        return f"the adapter's name is {getattr(obj, 'name', None)!r}, registered as {entry.name!r}: they must agree"
+    capabilities = getattr(obj, "capabilities", None)
+    if not isinstance(capabilities, frozenset) or not all(isinstance(c, str) for c in capabilities):
+        return "capabilities must be a frozenset of capability names (harness.api.CAPABILITIES)"
+    unknown = sorted(capabilities - set(CAPABILITIES))
+    if unknown:
+        return f"unknown capability {', '.join(map(repr, unknown))} (known: {', '.join(CAPABILITIES)})"
+    missing = [m for m in PROTOCOL_METHODS if not callable(getattr(obj, m, None))]
+    if missing:
+        return f"lacks the protocol's {', '.join(missing)} (derive it from harness.api.BaseAdapter)"
+    return None
+
+
+@functools.cache
+def registry() -> entrypoints.Loaded:
+    """Every registered adapter class, loaded and checked once per process."""
+    return entrypoints.load_group(entrypoints.RUNTIMES, check_adapter_class)
+
+
+def adapter_class(name: str) -> type:
+    """The class registered as ``name``; :class:`UnknownRuntime` names a broken plugin's fault."""
+    loaded = registry()
+    if name in loaded.items:
+        return loaded.items[name][1]  # type: ignore[no-any-return]
+    broken = entrypoints.find(loaded, name)
+    if broken is not None:
+        raise UnknownRuntime(str(broken))
+    raise UnknownRuntime(f"unknown runtime {name!r}; known: {', '.join(loaded.items)}")
+
+
+def origin(name: str) -> entrypoints.EntryPoint | None:
+    """The entry point that registered runtime ``name`` (its distribution and version)."""
+    return registry().origin(name)
 
 
 @functools.cache
 def get(name: str) -> Adapter:
     """The adapter for ``name`` (one per process)."""
-    if name not in ADAPTERS:
-        raise UnknownRuntime(f"unknown runtime {name!r}; known: {', '.join(ADAPTERS)}")
-    module, _, cls = ADAPTERS[name].partition(":")
+    cls = adapter_class(name)
     try:
-        adapter = getattr(importlib.import_module(module), cls)()
+        adapter: Adapter = cls()
     except ModuleNotFoundError as exc:
         raise AdapterUnavailable(f"runtime {name} cannot be loaded in this environment: {exc}") from exc
     return adapter
@@ -49,14 +98,19 @@ def current() -> Adapter:
 
 
 __all__ = [
-    "ADAPTERS",
     "CAPABILITIES",
+    "PROTOCOL_METHODS",
     "Adapter",
     "AdapterUnavailable",
     "BaseAdapter",
     "UnknownRuntime",
     "Unsupported",
+    "adapter_class",
+    "check_adapter_class",
     "current",
     "get",
+    "names",
+    "origin",
+    "registry",
     "require",
 ]

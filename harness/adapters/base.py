@@ -12,7 +12,8 @@ Tensors, meshes and modules are opaque handles: only the adapter that made one m
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
@@ -228,6 +229,21 @@ class BaseAdapter:
         """The mesh's cached sharding for ``spec``, passed as given (an unhashable spec must fail
         the way the runtime fails)."""
         raise self._lacks(OP_SHARDING)
+
+    def fault_switches(self) -> Mapping[str, str]:
+        """The runtime's fault switches by name, each with what it re-creates (``FAULT_SWITCHES``):
+        the bugs a scenario or an invariant of this runtime declares it catches."""
+        raise self._lacks(FAULT_SWITCHES)
+
+    def inject(self, fault: str) -> AbstractContextManager[None]:
+        """Turn the fault switch ``fault`` on for a block (``with adapter.inject(name):``); a
+        name that is not one of ``fault_switches()`` raises ``ValueError`` naming the known ones."""
+        raise self._lacks(FAULT_SWITCHES)
+
+    def faults_on(self) -> frozenset[str]:
+        """The fault switches on right now (none for a runtime without switches): what a
+        counterexample was found with."""
+        return frozenset()
 
     def training_dialect(self) -> TrainingDialect:
         """How the runtime spells a training program's statements (``TRAINING_PROGRAMS``)."""

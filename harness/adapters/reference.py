@@ -3,7 +3,8 @@ fault switches the catalog's teeth are measured with."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from contextlib import AbstractContextManager
 from typing import Any
 
 import numpy as np
@@ -24,6 +25,15 @@ class ReferenceAdapter(base.TorchStyleAliasing, base.BaseAdapter):
         from importlib.metadata import version
 
         return version("xharness")
+
+    def fault_switches(self) -> Mapping[str, str]:
+        return dict(self.xr.faults.SWITCHES)
+
+    def inject(self, fault: str) -> AbstractContextManager[None]:
+        return self.xr.faults.inject(fault)
+
+    def faults_on(self) -> frozenset[str]:
+        return frozenset(self.xr.faults.enabled())
 
     def device_count(self) -> int:
         return self.xr.discover().device_count

@@ -1,10 +1,12 @@
 """What the harness knows of each runtime under test, in one table.
 
-Every place that needs a fact about a runtime (which adapter class speaks for it, which
+Every place that needs a release fact about one of the harness' own runtimes (which
 distribution is it on the package index, what ``pip install`` gets for one of its releases, where
 the project's support of it begins, a release to show in a message) reads it from :data:`RUNTIMES`,
-so that adding a runtime, or changing one fact of it, is one edit. Names only, no imports of the
-runtimes themselves: reading this table never imports JAX or torch.
+so that changing one fact of it is one edit. Names only, no imports of the runtimes themselves:
+reading this table never imports JAX or torch. Which adapter class speaks for a runtime is not a
+fact of this table: every runtime, a plugin's too, registers its adapter as an entry point of the
+``xharness.runtimes`` group (``harness.adapters``).
 """
 
 from __future__ import annotations
@@ -39,7 +41,6 @@ class RuntimeFacts:
     """One runtime under test."""
 
     name: str  # as ``--runtime`` and ``HARNESS_RUNTIME`` name it
-    adapter: str  # ``module:Class`` of its adapter (``harness.adapters.base.Adapter``)
     #: the distribution that is the runtime on the package index; None for one that has no
     #: releases of its own (the reference runtime is this checkout)
     distribution: str | None = None
@@ -61,15 +62,15 @@ class RuntimeFacts:
 RUNTIMES: dict[str, RuntimeFacts] = {
     facts.name: facts
     for facts in (
-        RuntimeFacts("reference", "harness.adapters.reference:ReferenceAdapter"),
+        RuntimeFacts("reference"),
         RuntimeFacts(
-            "jax", "harness.adapters.jax:JaxAdapter", distribution="jax",
+            "jax", distribution="jax",
             # jaxlib is pinned too: jax accepts a range of jaxlibs, and the release is the pair
             requirements=lambda release: [f"jax=={release}", f"jaxlib=={release}"],
             example="0.10.2", upstream=True,
         ),
         RuntimeFacts(
-            "torch_xla", "harness.adapters.torch_xla:TorchXlaAdapter", distribution="torch-xla",
+            "torch_xla", distribution="torch-xla",
             requirements=lambda release: [torch_for(release), f"torch-xla=={release}"],
             # the oldest release line the expected-outcomes table was measured on
             floor=">=2.5", example="2.9.0", upstream=True,

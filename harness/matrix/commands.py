@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from harness import compile_cache
+from harness import compile_cache, project
 from harness.errors import UsageError
 from harness.matrix.config import (
     RELEASED_RUNTIMES,
@@ -34,8 +34,8 @@ from harness.matrix.config import (
     Cell,
     Matrix,
     MatrixError,
-    default_matrix_path,
     load_matrix,
+    project_matrix,
 )
 from harness.matrix.interrupt import sigterm_interrupts
 from harness.matrix.probe import probe
@@ -64,11 +64,14 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-a
         "Arguments after -- go to pytest; test paths or node ids there replace the cells' paths.",
     )
     run.add_argument("--cells", help="comma-separated cell names (default: every cell of the matrix)")
-    run.add_argument("--matrix", type=Path, help="matrix file (default: ci/matrix.toml)")
-    run.add_argument("--out", type=Path, default=Path("reports"), help="output directory (default: reports)")
+    run.add_argument("--matrix", type=Path,
+                     help="matrix file (default: the project's: [tool.xharness] matrix or cells, else the "
+                     "starter cells over its test paths)")
+    run.add_argument("--out", type=Path, default=None,
+                     help="output directory (default: [tool.xharness] reports, else reports/ of the project)")
     run.add_argument("--runtime", default=None,
                      help=f"runtime under test ({', '.join(RUNTIMES)}; default: each cell's runtime.name, "
-                     "else reference)")
+                     "else [tool.xharness] runtime, else reference)")
     run.add_argument("--release", default=None,
                      help=f"a release of the runtime under test ({', '.join(RELEASED_RUNTIMES)}), run in its "
                      "own cached environment: a version, a wheel file, a directory of wheels, or "
@@ -86,7 +89,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-a
     run.set_defaults(handler=run_command)
 
     cells = sub.add_parser("cells", help="list the matrix cells and whether this machine can run them")
-    cells.add_argument("--matrix", type=Path, help="matrix file (default: ci/matrix.toml)")
+    cells.add_argument("--matrix", type=Path, help="matrix file (default: the project's, as for run)")
     cells.add_argument("--json", action="store_true", help="print one JSON object")
     cells.set_defaults(handler=cells_command)
 
@@ -97,9 +100,17 @@ def _usage_error(message: str) -> Exception:
 
 
 def _load(path: Path | None) -> Matrix:
+    """``--matrix``, else the project's matrix (``[tool.xharness]``: ``harness.project``)."""
     try:
-        return load_matrix(path or default_matrix_path())
+        return load_matrix(path) if path is not None else project_matrix(_project())
     except MatrixError as exc:
+        raise _usage_error(str(exc)) from None
+
+
+def _project() -> project.Project:
+    try:
+        return project.load()
+    except project.ProjectError as exc:
         raise _usage_error(str(exc)) from None
 
 
@@ -135,7 +146,10 @@ def cells_command(args: argparse.Namespace) -> int:
 
 # -- run -------------------------------------------------------------------------------------------
 def run_command(args: argparse.Namespace) -> int:
+    own = _project()
     matrix = _load(args.matrix)
+    if args.out is None:
+        args.out = own.reports_dir()
     if args.runtime is not None and args.runtime not in RUNTIMES:
         raise _usage_error(f"--runtime: unknown runtime {args.runtime!r} (known: {', '.join(RUNTIMES)})")
     if args.release is not None and args.runtime not in RELEASED_RUNTIMES:
@@ -170,7 +184,14 @@ def run_command(args: argparse.Namespace) -> int:
         prefix += f" --runtime {args.runtime}"
     if release is not None:
         prefix += f" --release {shlex.quote(release)}"
+    given, options = split_pytest_args(tuple(pytest_args), matrix.root)
+    if given:  # a suite named after --: it replaces the cells' paths, and is split like them
+        cells = [dataclasses.replace(c, paths=foreign_paths(given, matrix.root)) for c in cells]
+        pytest_args = options
+    if own.runtime is not None:  # the project's runtime, where a cell names none of its own
+        cells = [dataclasses.replace(c, runtime_name=c.runtime_name or own.runtime) for c in cells]
     cells = [_with_runtime(c, args.runtime, release) for c in cells]
+    _check_loadable(cells)
     _check_importable(cells)
     out: Path = args.out
     settings = RunSettings(
@@ -197,6 +218,24 @@ def run_command(args: argparse.Namespace) -> int:
         return _run_cells(cells, settings, out, junit_dir, jobs, previous, path_times)
 
 
+def foreign_paths(given: list[str], root: Path) -> tuple[str, ...]:
+    """The test paths of a suite named after ``--``. One directory becomes its entries that may
+    hold tests (its test files and its subdirectories), so that a long cell of one suite is split
+    over two processes like the cells' own paths are (``_shards``); pytest collects the same tests
+    from the entries as from the directory (its conftest files and rootdir are the same)."""
+    if len(given) != 1 or "::" in given[0] or not (root / given[0]).is_dir():
+        return tuple(given)
+    directory = root / given[0]
+    entries = [
+        e for e in sorted(directory.iterdir())
+        if not e.name.startswith((".", "__"))
+        and (e.is_dir() or (e.suffix == ".py" and (e.name.startswith("test_") or e.name.endswith("_test.py"))))
+    ]
+    if len(entries) < 2:
+        return tuple(given)
+    return tuple(str(Path(given[0]) / e.name) for e in entries)
+
+
 def _release_text(runtime: str | None, release: str | None) -> str | None:
     """``--release`` as the cells carry it: a version as given, a wheel or a directory of wheels
     as its absolute path, ``installed`` (``harness.releases.release_spec``); a usage error when
@@ -216,6 +255,18 @@ def _with_runtime(cell: Cell, runtime: str | None, release: str | None) -> Cell:
     else:
         cell_release = release or cell.release
     return dataclasses.replace(cell, runtime_name=name, release=cell_release)
+
+
+def _check_loadable(cells: list[Cell]) -> None:
+    """Every runtime a cell tests has an adapter that loads: a plugin that cannot be loaded is a
+    usage error naming its distribution, before any cell starts."""
+    from harness import adapters
+
+    for name in dict.fromkeys(c.runtime_name or "reference" for c in cells):
+        try:
+            adapters.adapter_class(name)
+        except adapters.UnknownRuntime as exc:
+            raise _usage_error(str(exc)) from None
 
 
 def _check_importable(cells: list[Cell]) -> None:

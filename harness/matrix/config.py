@@ -17,8 +17,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from harness import hardware
+from harness import adapters, hardware
 from harness.adapters import runtimes
+from harness.project import Project
 
 #: backends a cell may name; each maps to the JAX platform it selects
 BACKENDS = {"cpu": "cpu", "gpu": "cuda", "tpu": "tpu"}
@@ -39,8 +40,9 @@ _CHOICE_ENV = {"matmul_precision": "HARNESS_MATMUL_PRECISION"}
 #: what else the ``runtime`` table of a cell may say: which runtime is under test, and which of
 #: its releases (a release runs in its own cached environment: ``harness.releases.envs``)
 RUNTIME_IDENTITY = ("name", "release")
-#: runtimes under test that ``--runtime`` and ``runtime.name`` accept
-RUNTIMES = tuple(runtimes.RUNTIMES)
+#: runtimes under test that ``--runtime`` and ``runtime.name`` accept: every registered one, a
+#: plugin's included (``harness.adapters.names``: installed metadata, nothing imported)
+RUNTIMES = adapters.names()
 #: runtimes whose releases live in their own environments (``runtime.release``, ``--release``):
 #: a PyTorch/XLA release pins its own torch, and a JAX release is the one the reference runtime
 #: rides on, so neither can be swapped inside this interpreter (``harness.releases.envs``)
@@ -308,12 +310,36 @@ class Matrix:
         return ", ".join(names)
 
 
-def default_matrix_path() -> Path:
-    """``ci/matrix.toml`` of the project in the current directory, else the one next to the package."""
-    local = Path("ci/matrix.toml")
-    if local.exists():
-        return local
-    return Path(__file__).resolve().parents[2] / "ci" / "matrix.toml"
+#: the cells of a project whose configuration names none (``xharness init`` writes them too)
+STARTER = Path(__file__).with_name("starter.toml")
+
+
+def project_matrix(project: Project) -> Matrix:
+    """The matrix of the user's project (``harness.project``): its matrix file, else its inline
+    cells (``[[tool.xharness.cells]]``), else the starter cells. Inline and starter cells run
+    from the project's root over its test paths: ``testpaths`` of ``[tool.xharness]``, else
+    pytest's own ``testpaths`` of the same ``pyproject.toml``, else the root."""
+    if project.matrix is not None:
+        return load_matrix(project.matrix)
+    paths = list(project.testpaths or _pytest_testpaths(project.root) or ["."])
+    if project.cells:
+        assert project.path is not None
+        cells = {c["name"]: {k: v for k, v in c.items() if k != "name"} for c in project.cells}
+        data = {"root": ".", "defaults": {"paths": paths}, "cells": cells}
+        return _Parser(project.path, project.path.read_text(encoding="utf-8")).parse(data)
+    data = tomllib.loads(STARTER.read_text(encoding="utf-8"))
+    data.update(root=str(project.root), defaults={"paths": paths})
+    return _Parser(STARTER, STARTER.read_text(encoding="utf-8")).parse(data)
+
+
+def _pytest_testpaths(root: Path) -> list[str]:
+    """pytest's ``testpaths`` from the project's ``pyproject.toml``, when it sets them."""
+    try:
+        data = tomllib.loads((root / "pyproject.toml").read_text(encoding="utf-8"))
+    except (OSError, tomllib.TOMLDecodeError):
+        return []
+    found = data.get("tool", {}).get("pytest", {}).get("ini_options", {}).get("testpaths", [])
+    return [p for p in found if isinstance(p, str)] if isinstance(found, list) else []
 
 
 def load_matrix(path: Path) -> Matrix:

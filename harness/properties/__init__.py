@@ -11,6 +11,8 @@ Importing this package does not start JAX; building a strategy over meshes does.
 
 from __future__ import annotations
 
+from typing import Any
+
 from harness.properties.base import Falsified, Invariant
 from harness.properties.compiles import COMPILE_STABILITY, check_compile_stability
 from harness.properties.differential import (
@@ -55,7 +57,7 @@ from harness.properties.machine import (
     run_program,
 )
 from harness.properties.preservation import SHARDING_PRESERVATION, check_preservation
-from harness.properties.registry import INVARIANTS, UnknownInvariant, declared_pairs, get
+from harness.properties.registry import UnknownInvariant, declared_pairs, get, invariants
 from harness.properties.specs import (
     OP_SHARDING_CACHE,
     SPEC_NORMALIZATION,
@@ -120,6 +122,7 @@ __all__ = [
     "declared_pairs",
     "dtypes",
     "get",
+    "invariants",
     "host_arrays",
     "mesh_spec_shape",
     "meshes",
@@ -128,3 +131,10 @@ __all__ = [
     "run_program",
     "sharded_shapes",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    # ``INVARIANTS`` is every registered invariant, loaded when first asked for (``registry``)
+    if name == "INVARIANTS":
+        return invariants()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

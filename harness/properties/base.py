@@ -369,7 +369,7 @@ class Invariant:
 
     def _falsified(self, exc: BaseException) -> Falsified:
         """The smallest of the failures hypothesis reported (it reports each distinct one)."""
-        from harness.runtime import faults
+        from harness.adapters import current
 
         found = [
             (
@@ -395,7 +395,7 @@ class Invariant:
             size=size,
             error=f"{type(leaf).__name__}: {leaf}".strip(),
             blob=blob.group(1) if blob else "",
-            faults=tuple(sorted(faults.enabled())),
+            faults=tuple(sorted(current().faults_on())),
         )
 
 
@@ -407,12 +407,12 @@ def _leaves(exc: BaseException) -> list[BaseException]:
 
 @contextmanager
 def switched_on(names: tuple[str, ...]) -> Iterator[None]:
-    """Every named fault switch on for the block."""
+    """Every named fault switch of the runtime under test on for the block."""
     from contextlib import ExitStack
 
-    from harness.runtime import faults
+    from harness.adapters import current
 
     with ExitStack() as stack:
         for name in names:
-            stack.enter_context(faults.inject(name))
+            stack.enter_context(current().inject(name))
         yield

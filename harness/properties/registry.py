@@ -1,51 +1,54 @@
-"""Every invariant the harness ships, in the order the README numbers them."""
+"""Every invariant: the ``xharness.invariants`` entry-point group, the harness' own and each
+plugin's (``harness.entrypoints``). An entry point ``id = "pkg.module:INVARIANT"`` names an
+:class:`~harness.properties.base.Invariant` whose ``id`` is the entry point's name and whose
+``needs`` are capabilities the harness knows; one that fails is left out with a warning naming
+its distribution."""
 
 from __future__ import annotations
 
-from harness.properties.base import Invariant
-from harness.properties.compiles import COMPILE_STABILITY
-from harness.properties.differential import STEP_BOUNDARY, TRAINING_DIFFERENTIAL
-from harness.properties.discovery import DISCOVERY_IDEMPOTENCE
-from harness.properties.donation import DONATION, SHARED_BUFFER, SHARED_SHARDS
-from harness.properties.failures import FAILURE_SAFETY
-from harness.properties.layout import COVERAGE, HOST_COPY, ROUND_TRIP, UNEVEN_SPLIT, VIEW_SHARDING
-from harness.properties.machine import (
-    BUFFER_SHARING,
-    PARTIAL_SYNC,
-    SAVE_ALIASING,
-    SYNC_ALIASING,
-    SYNC_WAITS,
-    VIEW_WRITES,
-    WAITING_SYNC,
-)
-from harness.properties.preservation import SHARDING_PRESERVATION
-from harness.properties.specs import OP_SHARDING_CACHE, SPEC_NORMALIZATION
+import functools
+from typing import Any
 
-INVARIANTS: tuple[Invariant, ...] = (
-    SPEC_NORMALIZATION,
-    OP_SHARDING_CACHE,
-    COVERAGE,
-    UNEVEN_SPLIT,
-    VIEW_SHARDING,
-    ROUND_TRIP,
-    HOST_COPY,
-    SHARDING_PRESERVATION,
-    SYNC_ALIASING,
-    SAVE_ALIASING,
-    VIEW_WRITES,
-    BUFFER_SHARING,
-    PARTIAL_SYNC,
-    SYNC_WAITS,
-    WAITING_SYNC,
-    DISCOVERY_IDEMPOTENCE,
-    DONATION,
-    SHARED_BUFFER,
-    SHARED_SHARDS,
-    COMPILE_STABILITY,
-    FAILURE_SAFETY,
-    TRAINING_DIFFERENTIAL,
-    STEP_BOUNDARY,
-)
+from harness import adapters, entrypoints
+from harness.properties.base import Invariant
+
+
+def check_invariant(entry: entrypoints.EntryPoint, obj: Any) -> str | None:
+    """Why ``obj`` is not an invariant for ``entry``, or None."""
+    if not isinstance(obj, Invariant):
+        return f"{entry.value} is a {type(obj).__name__}, not a harness.api.Invariant"
+    if obj.id != entry.name:
+        return f"the invariant's id is {obj.id!r}, registered as {entry.name!r}: they must agree"
+    unknown = sorted(set(obj.needs) - set(adapters.CAPABILITIES))
+    if unknown:
+        return (f"needs unknown capability {', '.join(map(repr, unknown))} "
+                f"(known: {', '.join(adapters.CAPABILITIES)})")
+    return None
+
+
+@functools.cache
+def loaded() -> entrypoints.Loaded:
+    """Every registered invariant, loaded and checked once per process."""
+    return entrypoints.load_group(entrypoints.INVARIANTS, check_invariant)
+
+
+def origin(invariant_id: str) -> entrypoints.EntryPoint | None:
+    """The entry point that registered ``invariant_id`` (its distribution and version)."""
+    return loaded().origin(invariant_id)
+
+
+def invariants() -> tuple[Invariant, ...]:
+    """Every invariant, the harness' own first; a broken plugin is warned about once."""
+    entrypoints.warn(loaded().broken)
+    return tuple(obj for _, obj in loaded().items.values())
+
+
+def __getattr__(name: str) -> Any:
+    # ``INVARIANTS`` is read when first asked for, not when this module is imported: a plugin's
+    # invariant module imports ``harness.api``, which imports this package
+    if name == "INVARIANTS":
+        return invariants()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class UnknownInvariant(KeyError):
@@ -53,12 +56,15 @@ class UnknownInvariant(KeyError):
 
 
 def get(invariant_id: str) -> Invariant:
-    for invariant in INVARIANTS:
+    for invariant in invariants():
         if invariant.id == invariant_id:
             return invariant
-    raise UnknownInvariant(f"unknown invariant {invariant_id!r}; known: {', '.join(i.id for i in INVARIANTS)}")
+    broken = entrypoints.find(loaded(), invariant_id)
+    if broken is not None:
+        raise UnknownInvariant(str(broken))
+    raise UnknownInvariant(f"unknown invariant {invariant_id!r}; known: {', '.join(i.id for i in invariants())}")
 
 
 def declared_pairs() -> list[tuple[Invariant, str]]:
     """Every (invariant, fault switch) pair an invariant promises to catch."""
-    return [(invariant, fault) for invariant in INVARIANTS for fault in invariant.catches]
+    return [(invariant, fault) for invariant in invariants() for fault in invariant.catches]

@@ -189,7 +189,7 @@ class Scenario:
     upstream: tuple[str, ...]  # issue/PR references, e.g. "pytorch/xla#9078"
     component: str
     trigger: str
-    fault: str  # the fault switch that re-creates the bug
+    fault: str  # the fault switch that re-creates the bug (a switch of ``runtime``)
     signatures: tuple[Signature, ...]
     variants: dict[str, Variant]
     needs: Needs = Needs()
@@ -202,6 +202,10 @@ class Scenario:
     #: a race: the variants run under this ``harness.sched`` strategy (see ``scenarios.explore``)
     #: unless ``--explore`` or ``--schedule`` says otherwise; None runs them plainly
     explore: str | None = None
+    #: the registered runtime whose fault switch ``fault`` is and which the variants drive: the
+    #: reference runtime for the harness' own catalog, a plugin's runtime for a plugin's scenario
+    #: (its adapter turns the switch on: ``Adapter.inject``)
+    runtime: str = "reference"
 
     def __post_init__(self) -> None:
         stray = sorted(set(self.variant_needs) - set(self.variants))

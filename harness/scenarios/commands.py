@@ -26,12 +26,20 @@ from typing import Any
 from harness.errors import UsageError
 
 DEFAULT_DEVICES = 8
-RUNTIMES = ("reference",)
+#: what ``xharness list`` lists
+KINDS = ("scenarios", "runtimes", "invariants")
 
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("list", help="list the failure catalog")
-    p.add_argument("--json", action="store_true", help="one JSON array of scenario records")
+    p = sub.add_parser(
+        "list", help="list the failure catalog, the runtimes under test or the invariants",
+        description="List what is registered (the harness' own items and every installed plugin's, "
+        "each with the distribution it comes from). A plugin that fails to load is named on stderr "
+        "and left out.",
+    )
+    p.add_argument("kind", nargs="?", choices=KINDS, default="scenarios",
+                   help="what to list (default: scenarios, the catalog)")
+    p.add_argument("--json", action="store_true", help="one JSON array of records")
     p.set_defaults(handler=cmd_list)
 
     p = sub.add_parser("repro", help="run one scenario, fixed or injected")
@@ -41,8 +49,11 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--cell", default=None, help="a cell of the matrix file (default: 8 CPU devices)"
     )
-    p.add_argument("--matrix", default=None, help="matrix file for --cell (default ci/matrix.toml)")
-    p.add_argument("--runtime", default="reference", help="runtime under test (reference, torch_xla, jax)")
+    p.add_argument("--matrix", default=None, help="matrix file for --cell (default: the project's, as for run)")
+    p.add_argument("--runtime", default=None,
+                   help="runtime under test: the scenario's own by default (the reference runtime's "
+                   "fault switches for the harness' catalog, a plugin's runtime for its scenarios); "
+                   "torch_xla or jax run the catalog's upstream trigger instead")
     p.add_argument(
         "--release",
         default=None,
@@ -80,7 +91,22 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(handler=cmd_repro)
 
 
+def _origin(entry: Any) -> dict[str, Any]:
+    """Where a registered item comes from, as ``list --json`` shows it."""
+    if entry is None:
+        return {"distribution": None, "version": None, "entry_point": None}
+    return {"distribution": entry.distribution, "version": entry.version,
+            "entry_point": f"{entry.name} = {entry.value}"}
+
+
+def _from(entry: Any) -> str:
+    """`` (from plugin-dist 1.0)`` for a plugin's item; nothing for the harness' own."""
+    return "" if entry is None or entry.builtin else f"  (from {entry.distribution} {entry.version})"
+
+
 def _record(s: Any) -> dict[str, Any]:
+    from harness.scenarios import registry
+
     return {
         "id": s.id,
         "title": s.title,
@@ -98,25 +124,71 @@ def _record(s: Any) -> dict[str, Any]:
         # a variant that needs more than the scenario (a mechanism some backends lack): where
         # its needs are unmet it is skipped with ``why``, and the others still run
         "variant_needs": {name: needs.to_json() for name, needs in s.variant_needs.items()},
+        "runtime": s.runtime,
+        **_origin(registry.origin(s.id)),
     }
 
 
 def cmd_list(args: argparse.Namespace) -> int:
+    if args.kind == "runtimes":
+        return _list_runtimes(args.json)
+    if args.kind == "invariants":
+        return _list_invariants(args.json)
     from harness.scenarios import registry
 
     scenarios = registry.all_scenarios()
     if args.json:
         print(json.dumps([_record(s) for s in scenarios], indent=2))
         return 0
-    width = max(len(s.id) for s in scenarios)
+    width = max((len(s.id) for s in scenarios), default=0)
     for s in scenarios:
-        print(f"{s.id:<{width}}  {s.title}")
+        print(f"{s.id:<{width}}  {s.title}{_from(registry.origin(s.id))}")
+        if s.runtime != "reference":
+            print(f"{'':<{width}}  runtime: {s.runtime}; fault switch: {s.fault}")
         print(
             f"{'':<{width}}  upstream: {', '.join(s.upstream)}; signatures: {', '.join(sig.describe() for sig in s.signatures)}"
         )
         for name, needs in s.variant_needs.items():
             where = f"{' or '.join(needs.backends)} only" if needs.backends else "own needs"
             print(f"{'':<{width}}  variant {name}: {where}" + (f" ({needs.why})" if needs.why else ""))
+    return 0
+
+
+def _list_runtimes(as_json: bool) -> int:
+    """Every registered runtime: its class, capabilities and origin (loading a class imports
+    its adapter module, never the runtime itself)."""
+    from harness import adapters, entrypoints
+
+    loaded = adapters.registry()
+    entrypoints.warn(loaded.broken)
+    records = []
+    for name, (entry, cls) in loaded.items.items():
+        records.append({"name": name, "adapter": entry.value, "capabilities": sorted(cls.capabilities),
+                        **_origin(entry)})
+    if as_json:
+        print(json.dumps(records, indent=2))
+        return 0
+    width = max((len(r["name"]) for r in records), default=0)
+    for record, entry in zip(records, (e for e, _ in loaded.items.values()), strict=True):
+        print(f"{record['name']:<{width}}  {record['adapter']}{_from(entry)}")
+        print(f"{'':<{width}}  capabilities: {', '.join(record['capabilities']) or '(none)'}")
+    return 0
+
+
+def _list_invariants(as_json: bool) -> int:
+    from harness.properties import registry
+
+    records = [{"id": i.id, "title": i.title, "needs": list(i.needs), "catches": list(i.catches),
+                **_origin(registry.origin(i.id))} for i in registry.INVARIANTS]
+    if as_json:
+        print(json.dumps(records, indent=2))
+        return 0
+    width = max((len(r["id"]) for r in records), default=0)
+    for invariant in registry.INVARIANTS:
+        print(f"{invariant.id:<{width}}  {invariant.title}{_from(registry.origin(invariant.id))}")
+        if invariant.needs or invariant.catches:
+            print(f"{'':<{width}}  needs: {', '.join(invariant.needs) or '-'}; catches: "
+                  f"{', '.join(invariant.catches) or '-'}")
     return 0
 
 
@@ -133,13 +205,14 @@ def _cell_environment(args: argparse.Namespace) -> tuple[dict[str, str], int]:
         return env, int(env["JAX_NUM_CPU_DEVICES"])
     from pathlib import Path
 
-    from harness.matrix.config import MatrixError, default_matrix_path, load_matrix
+    from harness import project
+    from harness.matrix.config import MatrixError, load_matrix, project_matrix
     from harness.matrix.probe import probe
 
     try:
-        matrix = load_matrix(Path(args.matrix) if args.matrix else default_matrix_path())
+        matrix = load_matrix(Path(args.matrix)) if args.matrix else project_matrix(project.load())
         (cell,) = matrix.select([args.cell])
-    except MatrixError as exc:
+    except (MatrixError, project.ProjectError) as exc:
         raise UsageError(str(exc)) from None
     if cell.processes > 1:
         raise UsageError(
@@ -148,26 +221,37 @@ def _cell_environment(args: argparse.Namespace) -> tuple[dict[str, str], int]:
     available = probe(cell)
     if not available.available:
         raise UsageError(f"cell {cell.name!r} cannot run on this machine: {available.reason}")
-    env.update(cell.environment(args.runtime))
+    env.update(cell.environment(args.runtime or "reference"))
     return env, cell.devices
 
 
 def cmd_repro(args: argparse.Namespace) -> int:
+    from harness import adapters
+    from harness.releases import catalog
     from harness.scenarios import child, explore, registry, runner
 
-    if args.runtime != "reference" or args.release:
+    if args.release or args.runtime in catalog.UPSTREAM_RUNTIMES:
         # a real runtime: the upstream trigger, judged against the expected-outcomes table
-        from harness.releases import catalog
-
-        if args.runtime == "reference":
+        if args.runtime in (None, "reference"):
             raise UsageError("--release names a release of a real runtime: add --runtime torch_xla (or jax)")
         if args.runtime not in catalog.UPSTREAM_RUNTIMES:
-            known = ", ".join(("reference", *catalog.UPSTREAM_RUNTIMES))
-            raise UsageError(f"unknown runtime {args.runtime!r}; known: {known}")
+            known = ", ".join(catalog.UPSTREAM_RUNTIMES)
+            raise UsageError(f"--release: runtime {args.runtime!r} has no releases the harness installs; known: {known}")
         return catalog.repro(args)
     try:
         scenario = registry.get(args.scenario)
     except registry.UnknownScenario as exc:
+        raise UsageError(str(exc)) from None
+    if args.runtime is not None and args.runtime != scenario.runtime:
+        known = ", ".join(dict.fromkeys((scenario.runtime, *catalog.UPSTREAM_RUNTIMES)))
+        if args.runtime not in adapters.names():
+            raise UsageError(f"unknown runtime {args.runtime!r}; known: {', '.join(adapters.names())}")
+        raise UsageError(f"--runtime {args.runtime}: scenario {scenario.id!r} drives runtime "
+                         f"{scenario.runtime!r}, and has no trigger for {args.runtime} (runtimes for it: {known})")
+    args.runtime = scenario.runtime
+    try:
+        adapters.adapter_class(scenario.runtime)
+    except adapters.UnknownRuntime as exc:
         raise UsageError(str(exc)) from None
     schedule = None
     if args.schedule is not None:
@@ -178,9 +262,9 @@ def cmd_repro(args: argparse.Namespace) -> int:
     how = explore.resolve(
         explore.default(scenario.explore) if scenario.explore else None, args.explore, schedule
     )
-    if args.runtime not in RUNTIMES:
-        raise UsageError(f"unknown runtime {args.runtime!r}; known: {', '.join(RUNTIMES)}")
+    table = _release_table(scenario, args.inject)
     env, devices = _cell_environment(args)
+    env["HARNESS_RUNTIME"] = scenario.runtime
     _check_faults(env.get("HARNESS_FAULTS", ""))
     from harness import compile_cache
 
@@ -256,7 +340,51 @@ def cmd_repro(args: argparse.Namespace) -> int:
             replay,
         )
         out["note"] = note
+    if table is not None:
+        _judge_release(table, scenario, out)
     return _emit(out, args, proc.stderr)
+
+
+def _release_table(scenario: Any, inject: bool) -> Any:
+    """The project's expected-outcomes table (``[tool.xharness] expected``), read before anything
+    starts, when it will judge this run: a plugin runtime's scenario with its switch off runs the
+    runtime as it is installed, as a release's trigger runs; None otherwise."""
+    if scenario.runtime == "reference" or inject:
+        return None
+    from harness import project
+    from harness.scenarios import expected
+
+    try:
+        own = project.load()
+        return expected.load(own.expected) if own.expected is not None else None
+    except (project.ProjectError, expected.ExpectedTableError) as exc:
+        raise UsageError(str(exc)) from None
+
+
+def _judge_release(table: Any, scenario: Any, out: dict[str, Any]) -> None:
+    """Judge a fixed run of a plugin runtime's scenario by the row for the runtime's version: a
+    trigger that fails with one of the scenario's signatures *reproduced* the bug, one that ran
+    clean *passed* (``harness.scenarios.expected``)."""
+    from harness.scenarios import expected, runner
+
+    names = {sig.name for sig in scenario.signatures}
+    ran = [v for v in out.get("variants", []) if v.get("outcome") != runner.SKIPPED]
+    if out["outcome"] == runner.PASSED:
+        actual = expected.PASSED
+    elif out["outcome"] == runner.SKIPPED:
+        actual = expected.SKIPPED
+    elif ran and all(v.get("signature") in names for v in ran):
+        actual = expected.REPRODUCED
+    else:
+        actual = expected.FAILED
+    version = str(out.get("version") or "")
+    try:
+        verdict = table.judge(scenario.runtime, version, scenario.id, actual,
+                              backend=out.get("backend") or expected.DEFAULT_BACKEND)
+    except expected.ExpectedTableError as exc:  # a version that is no release, two rows at once
+        raise UsageError(str(exc)) from None
+    out["verdict"] = {"verdict": verdict.verdict, "expected": verdict.expected, "actual": actual,
+                      "reason": verdict.reason, "release": version}
 
 
 def _describe_exploration(found: dict[str, Any]) -> str:
@@ -310,7 +438,13 @@ def _result(
 
 
 def _emit(out: dict[str, Any], args: argparse.Namespace, stderr: str, tail: int = 30) -> int:
-    ok = out["outcome"] in ("passed", "reproduced")
+    verdict = out.get("verdict")
+    if verdict is not None:  # a runtime as installed, judged by the expected-outcomes table
+        from harness.scenarios import expected
+
+        ok = verdict["verdict"] in expected.GREEN
+    else:
+        ok = out["outcome"] in ("passed", "reproduced")
     if args.json:
         print(json.dumps(out))
     else:
@@ -320,6 +454,8 @@ def _emit(out: dict[str, Any], args: argparse.Namespace, stderr: str, tail: int 
         )
         if out.get("note"):
             print(f"  note: {out['note']}")
+        if verdict is not None:
+            print(f"  {out.get('runtime')} {verdict['release']}: {verdict['verdict']} ({verdict['reason']})")
         if out.get("error") and not out.get("variants"):
             print(f"  {out['error']}")
         schedules = []

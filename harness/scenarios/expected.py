@@ -56,8 +56,17 @@ AS_EXPECTED, REGRESSED, UNEXPECTEDLY_FIXED, UNEXPECTED = (
 VERDICT_SKIPPED = "skipped"
 VERDICTS = (AS_EXPECTED, REGRESSED, UNEXPECTEDLY_FIXED, UNEXPECTED, VERDICT_SKIPPED)
 GREEN = (AS_EXPECTED, VERDICT_SKIPPED)
-#: runtimes a row may name (the reference runtime is judged by its fault switches instead)
+#: the harness' own runtimes a row may name (the reference runtime is judged by its fault switches
+#: instead); a project's table may name its plugins' runtimes too (``runtimes()``)
 REAL_RUNTIMES = tuple(sorted(RELEASED))
+
+
+def runtimes() -> tuple[str, ...]:
+    """Every runtime a row may name: the harness' real runtimes and every registered plugin's
+    (a plugin's runtime is judged by its version, as a release is)."""
+    from harness import adapters
+
+    return tuple(dict.fromkeys([*REAL_RUNTIMES, *(n for n in adapters.names() if n != "reference")]))
 
 #: the backend of a row that names none, and of a run whose caller names none
 DEFAULT_BACKEND = "cpu"
@@ -233,8 +242,8 @@ def _row(path: Path, line: int | None, body: object, scenarios: tuple[str, ...])
             raise fail(key, "missing")
         if not isinstance(body[key], str):
             raise fail(key, f"must be a string, got {body[key]!r}")
-    if body["runtime"] not in REAL_RUNTIMES:
-        raise fail("runtime", f"unknown runtime {body['runtime']!r} (one of {', '.join(REAL_RUNTIMES)})")
+    if body["runtime"] not in runtimes():
+        raise fail("runtime", f"unknown runtime {body['runtime']!r} (one of {', '.join(runtimes())})")
     if body["scenario"] not in scenarios:
         raise fail("scenario", f"unknown scenario {body['scenario']!r} (one of {', '.join(scenarios)})")
     if body["outcome"] not in OUTCOMES:

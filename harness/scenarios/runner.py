@@ -72,6 +72,8 @@ class Result:
     note: str = ""  # e.g. the scenario's switch was forced on by HARNESS_FAULTS in fixed mode
     explore: str = ""  # the strategy the variants ran under ("replay" for a schedule), or ""
     backend: str = ""  # the backend the variants ran on (what a variant's needs are held to)
+    runtime: str = "reference"  # the runtime the variants drove (``Scenario.runtime``)
+    version: str = ""  # its version (``Adapter.version``): what an expected row is matched on
 
     @property
     def skipped(self) -> list[VariantResult]:
@@ -178,7 +180,7 @@ def _judge_variant(
     how: explore.Exploration | None = None,
     explored: list[explore.Explored] | None = None,
 ) -> VariantResult:
-    injected = xr.faults.inject(scenario.fault) if ctx.inject else contextlib.nullcontext()
+    injected = switch(scenario) if ctx.inject else contextlib.nullcontext()
     try:
         # each variant starts as in a fresh process: discovery counts from zero
         with testing.isolated(reset_topology=True), injected:
@@ -208,6 +210,14 @@ def _judge_variant(
             )
         return VariantResult(name, REPRODUCED if ctx.inject else FAILED, sig.name, line, tb)
     return VariantResult(name, NOT_REPRODUCED if ctx.inject else PASSED)
+
+
+def switch(scenario: Scenario, fault: str | None = None) -> contextlib.AbstractContextManager[None]:
+    """The scenario's own fault switch (or ``fault``, another switch of its runtime) on for a
+    block, through the adapter of the runtime the scenario drives."""
+    from harness import adapters
+
+    return adapters.get(scenario.runtime).inject(fault or scenario.fault)
 
 
 def _overall(results: list[VariantResult], inject: bool) -> str:
@@ -276,7 +286,18 @@ def run(
         note=note,
         explore=how.name if how is not None else "",
         backend=backend,
+        runtime=scenario.runtime,
+        version=_version(scenario.runtime),
     )
+
+
+def _version(runtime: str) -> str:
+    from harness import adapters
+
+    try:
+        return adapters.get(runtime).version()
+    except Exception:  # noqa: BLE001 - a version nobody can read only leaves the row unmatched
+        return ""
 
 
 def _process_count() -> int:

@@ -35,7 +35,9 @@ class Check:
     kind: str  # SCENARIO or INVARIANT
     declares: tuple[str, ...]
     target: Scenario | Invariant
-    origin: str = ""  # the --extra-checks spec that brought it, "" for the harness' own
+    origin: str = ""  # the --extra-checks spec that brought it, "" for a registered one
+    #: the plugin that registered it (``distribution version``), "" for the harness' own
+    plugin: str = ""
 
     def unmet(self, devices: int) -> str | None:
         """Why a process with ``devices`` CPU devices cannot run this check, or None."""
@@ -86,11 +88,20 @@ def as_check(target: object, origin: str = "") -> Check:
 
 
 def builtin_checks() -> list[Check]:
-    """The catalog's scenarios, then the invariants, in the order their registries list them."""
-    from harness.properties import INVARIANTS
-    from harness.scenarios import registry
+    """The registered scenarios, then the invariants, in the order their registries list them."""
+    from dataclasses import replace
 
-    return [as_check(s) for s in registry.all_scenarios()] + [as_check(i) for i in INVARIANTS]
+    from harness.properties import registry as invariants
+    from harness.scenarios import registry as scenarios
+
+    def plugin(entry: object) -> str:
+        if entry is None or getattr(entry, "builtin", True):
+            return ""
+        return f"{getattr(entry, 'distribution', '')} {getattr(entry, 'version', '')}"
+
+    return [replace(as_check(s), plugin=plugin(scenarios.origin(s.id))) for s in scenarios.all_scenarios()] + [
+        replace(as_check(i), plugin=plugin(invariants.origin(i.id))) for i in invariants.invariants()
+    ]
 
 
 def _import_path(path: Path) -> ModuleType:
@@ -161,10 +172,14 @@ def resolve(spec: str) -> list[Check]:
     return checks
 
 
-def load_checks(extra: Iterable[str] = ()) -> list[Check]:
-    """Every check: the harness' own, then the user's; ids are unique and every declared switch
-    exists, or the user is told which spec is wrong."""
-    from harness.runtime.faults import SWITCHES
+def load_checks(extra: Iterable[str] = (), switches: Iterable[str] | None = None) -> list[Check]:
+    """Every check: the registered ones, then the user's; ids are unique and every declared
+    switch exists (among ``switches``, default the reference runtime's), or the user is told
+    which spec is wrong."""
+    if switches is None:
+        from harness.runtime.faults import SWITCHES
+    else:
+        SWITCHES = dict.fromkeys(switches)
 
     checks = builtin_checks()
     for spec in extra:

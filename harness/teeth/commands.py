@@ -29,7 +29,9 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         "when one was missed, errored or skipped, 2 on a usage error.",
     )
     p.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
-    p.add_argument("--out", default="reports", help="writes OUT/junit/teeth.xml and OUT/logs/teeth/")
+    p.add_argument("--out", default=None,
+                   help="writes OUT/junit/teeth.xml and OUT/logs/teeth/ (default: the project's reports "
+                   "directory, [tool.xharness] reports, else reports/)")
     p.add_argument("--checks", default=None, metavar="ID,ID", help="only these checks (rows)")
     p.add_argument("--faults", default=None, metavar="NAME,NAME", help="only these switches")
     p.add_argument(
@@ -56,6 +58,11 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         "or a .py file (repeatable, or comma-separated)",
     )
     p.add_argument(
+        "--runtime", default="reference",
+        help="the registered runtime whose fault switches are the columns (default: reference); "
+        "its checks run against it",
+    )
+    p.add_argument(
         "-j", "--jobs", type=int, default=None, help="pairs run at once (default: CPUs, at most 4)"
     )
     p.set_defaults(handler=cmd_teeth)
@@ -70,9 +77,20 @@ def _names(raw: str | None, flag: str) -> list[str] | None:
     return list(dict.fromkeys(names))
 
 
-def _faults(raw: str | None) -> list[str]:
-    from harness.runtime.faults import SWITCHES
+def switches(runtime: str) -> dict[str, str]:
+    """The fault switches of ``runtime`` (its adapter's): the columns of its kill matrix."""
+    from harness import adapters
 
+    try:
+        return dict(adapters.get(runtime).fault_switches())
+    except adapters.UnknownRuntime as exc:
+        raise UsageError(f"--runtime: {exc}") from None
+    except (adapters.Unsupported, adapters.AdapterUnavailable) as exc:
+        raise UsageError(f"--runtime {runtime}: it has no fault switches to measure teeth with ({exc})") from None
+
+
+def _faults(raw: str | None, runtime: str = "reference") -> list[str]:
+    SWITCHES = switches(runtime)
     names = _names(raw, "--faults")
     if names is None:
         return list(SWITCHES)
@@ -82,6 +100,15 @@ def _faults(raw: str | None) -> list[str]:
             f"unknown fault switch(es) {', '.join(map(repr, unknown))}; known: {', '.join(SWITCHES)}"
         )
     return names
+
+
+def _reports_dir() -> Path:
+    from harness import project
+
+    try:
+        return project.load().reports_dir()
+    except project.ProjectError as exc:
+        raise UsageError(str(exc)) from None
 
 
 def cmd_teeth(args: argparse.Namespace) -> int:
@@ -99,16 +126,21 @@ def cmd_teeth(args: argparse.Namespace) -> int:
     extra = tuple(
         checks_mod.normalize_spec(s) for raw in args.extra_checks for s in raw.split(",") if s.strip()
     )
-    faults = _faults(args.faults)
-    checks = checks_mod.select(checks_mod.load_checks(extra), _names(args.checks, "--checks"))
+    faults = _faults(args.faults, args.runtime)
+    own = args.runtime != "reference"
+    known = checks_mod.load_checks(extra, switches(args.runtime) if own else None)
+    if own and args.checks is None:  # a plugin runtime's matrix: the checks of its switches
+        known = [c for c in known if set(c.declares) & set(switches(args.runtime))]
+    checks = checks_mod.select(known, _names(args.checks, "--checks"))
     pairs = plan(checks, faults, args.all_pairs)
 
-    out = Path(args.out)
+    out = Path(args.out) if args.out is not None else _reports_dir()
     settings = launch.LaunchSettings(
         devices=args.devices,
         timeout=args.timeout,
         jobs=args.jobs or max(1, min(4, os.cpu_count() or 1)),
         logs=out / "logs" / "teeth",
+        runtime=args.runtime,
     )
     start = time.monotonic()
     # a pair this topology cannot host is known without starting a process
@@ -137,6 +169,7 @@ def cmd_teeth(args: argparse.Namespace) -> int:
         seconds=time.monotonic() - start,
         junit=junit,
         interrupted=interrupted,
+        runtime=args.runtime,
     )
     output.write_junit(run, junit)
     if args.json:

@@ -44,9 +44,10 @@ class LaunchSettings:
     jobs: int
     logs: Path
     seed: int = 0
+    runtime: str = "reference"  # the runtime under test in every child (``--runtime``)
 
 
-def child_environment(devices: int) -> dict[str, str]:
+def child_environment(devices: int, runtime: str = "reference") -> dict[str, str]:
     """The caller's environment made into a clean kill-matrix process (module docstring)."""
     from harness.matrix.config import OWNED_ENV
 
@@ -65,6 +66,7 @@ def child_environment(devices: int) -> dict[str, str]:
         JAX_NUM_CPU_DEVICES=str(devices),
         HARNESS_CRASH_MODE="raise",
         PYTHONUNBUFFERED="1",
+        HARNESS_RUNTIME=runtime,
     )
     return env
 
@@ -103,7 +105,7 @@ def run_child(pair: Pair, settings: LaunchSettings, stop: threading.Event) -> Pa
         cmd.append("--declared")
     if pair.check.origin:  # the user's module that defines this check, and no other
         cmd += ["--extra-checks", pair.check.origin]
-    env = child_environment(settings.devices)
+    env = child_environment(settings.devices, settings.runtime)
     started = time.monotonic()
     timed_out = False
     with open(log, "wb") as out:

@@ -169,7 +169,6 @@ def run_pair(pair: Pair, devices: int, seed: int = 0) -> PairResult:
 
 
 def _scenario(pair: Pair, devices: int, seed: int) -> PairResult:
-    from harness.runtime import faults
     from harness.scenarios import runner
 
     scenario = pair.check.target
@@ -177,7 +176,7 @@ def _scenario(pair: Pair, devices: int, seed: int) -> PairResult:
     if pair.declared:
         outcome = runner.run(scenario, inject=True, seed=seed, devices=devices)
     else:  # the check's own bug stays off; only the other switch is on
-        with faults.inject(pair.fault):
+        with runner.switch(scenario, pair.fault):
             outcome = runner.run(scenario, inject=False, seed=seed, devices=devices)
     variants = "\n".join(
         f"{v.variant}: {v.outcome}" + (f" - {v.error}" if v.error else "") for v in outcome.variants

@@ -43,6 +43,7 @@ class TeethRun:
     seconds: float
     junit: Path | None = None
     interrupted: bool = False
+    runtime: str = "reference"  # whose fault switches the columns are (``--runtime``)
 
     def result(self, check: str, fault: str) -> PairResult | None:
         return next((r for r in self.results if r.check == check and r.fault == fault), None)
@@ -62,6 +63,8 @@ class TeethRun:
             parts.append("--all-pairs")
         if self.devices != DEFAULT_DEVICES:
             parts += ["--devices", str(self.devices)]
+        if self.runtime != "reference":
+            parts += ["--runtime", self.runtime]
         origin = next((c.origin for c in self.checks if c.id == result.check), "")
         if origin:  # only the spec that brings this check: the others are not needed to replay it
             parts += ["--extra-checks", origin]
@@ -121,7 +124,8 @@ def _detail(r: PairResult) -> str:
 
 def render_table(run: TeethRun) -> str:
     headers = ["check", "kind", *run.faults]
-    rows = [[c.id, c.kind, *(label(run, c, f) for f in run.faults)] for c in run.checks]
+    rows = [[c.id, f"{c.kind} ({c.plugin})" if c.plugin else c.kind, *(label(run, c, f) for f in run.faults)]
+            for c in run.checks]
     widths = [max(len(str(x)) for x in col) for col in zip(headers, *rows, strict=True)]
 
     def line(cells: Sequence[str]) -> str:
@@ -163,7 +167,8 @@ def to_json(run: TeethRun) -> dict[str, Any]:
         "interrupted": run.interrupted,
         "faults": list(run.faults),
         "checks": [
-            {"id": c.id, "kind": c.kind, "declares": list(c.declares), "mutants": list(mutants(c)), "origin": c.origin}
+            {"id": c.id, "kind": c.kind, "declares": list(c.declares), "mutants": list(mutants(c)), "origin": c.origin,
+             "plugin": c.plugin}
             for c in run.checks
         ],
         "declared": sum(p.declared for p in run.pairs),

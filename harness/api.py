@@ -1,0 +1,75 @@
+"""What a plugin needs, and all it may rely on: the stable surface for plugin authors.
+
+A distribution extends the harness through three entry-point groups (README, "A maintainer's own
+repository"): ``xharness.runtimes`` names an adapter class (:class:`Adapter`, most easily a
+subclass of :class:`BaseAdapter`), ``xharness.scenarios`` a :class:`Scenario`, and
+``xharness.invariants`` an :class:`Invariant`. Everything a plugin imports comes from this module;
+the names here keep their meaning across releases of the harness, and every other module of the
+harness may change.
+"""
+
+from __future__ import annotations
+
+from harness.adapters import current, get, require
+from harness.adapters.base import (
+    ALIASING,
+    ASYNC_SYNC,
+    CAPABILITIES,
+    DISCOVERY_COUNT,
+    DONATION,
+    FAULT_SWITCHES,
+    FSDP,
+    HANDLES,
+    LOCAL_SHARDS,
+    MESHES,
+    OP_SHARDING,
+    SAVE,
+    SHARDING,
+    SHARDING_READBACK,
+    STEP,
+    TENSORS,
+    TRAINING,
+    TRAINING_PROGRAMS,
+    VIEW_BASE_LAYOUT,
+    Adapter,
+    AdapterUnavailable,
+    BaseAdapter,
+    Unsupported,
+)
+from harness.properties.base import Invariant
+from harness.scenarios.base import Context, InvariantViolation, Needs, Scenario, Signature
+
+__all__ = [
+    "ALIASING",
+    "ASYNC_SYNC",
+    "CAPABILITIES",
+    "DISCOVERY_COUNT",
+    "DONATION",
+    "FAULT_SWITCHES",
+    "FSDP",
+    "HANDLES",
+    "LOCAL_SHARDS",
+    "MESHES",
+    "OP_SHARDING",
+    "SAVE",
+    "SHARDING",
+    "SHARDING_READBACK",
+    "STEP",
+    "TENSORS",
+    "TRAINING",
+    "TRAINING_PROGRAMS",
+    "VIEW_BASE_LAYOUT",
+    "Adapter",
+    "AdapterUnavailable",
+    "BaseAdapter",
+    "Context",
+    "Invariant",
+    "InvariantViolation",
+    "Needs",
+    "Scenario",
+    "Signature",
+    "Unsupported",
+    "current",
+    "get",
+    "require",
+]

@@ -1,0 +1,180 @@
+"""Plugins: what installed distributions register with the harness through entry points.
+
+Three groups extend the harness without forking it, the way ``pytest11`` extends pytest:
+``xharness.runtimes`` (``name = "pkg.module:AdapterClass"``), ``xharness.scenarios``
+(``id = "pkg.module:SCENARIO"``) and ``xharness.invariants`` (``id = "pkg.module:INVARIANT"``).
+The harness registers its own runtimes, scenarios and invariants through the same groups in its
+``pyproject.toml``, so a built-in item and a plugin's are found, loaded and checked by one path.
+
+Reading a group's *names* reads installed metadata only; loading an item imports its module, which
+may fail. A failure is a :class:`PluginError` that names the distribution, its version and the
+entry point, so that whoever reads it knows which package to fix. Each room checks what it loaded
+(an adapter class, a ``Scenario``, an ``Invariant``) and reports a wrong type the same way.
+
+One source tree may run without its metadata (``python -m harness.cli`` from a checkout that was
+never installed): the harness' own entry points are then read from its ``pyproject.toml``, the
+same table the installed metadata is made from.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import sys
+import tomllib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+RUNTIMES, SCENARIOS, INVARIANTS = "xharness.runtimes", "xharness.scenarios", "xharness.invariants"
+GROUPS = (RUNTIMES, SCENARIOS, INVARIANTS)
+#: the distribution whose entry points are the built-in items; its items win a clash of names
+OWN_DISTRIBUTION = "xharness"
+
+
+@dataclass(frozen=True)
+class EntryPoint:
+    """One registered item: its group, its name (a runtime's name, a check's id), the object
+    reference ``module:attr``, and the distribution that registered it."""
+
+    group: str
+    name: str
+    value: str
+    distribution: str
+    version: str
+
+    @property
+    def builtin(self) -> bool:
+        return self.distribution == OWN_DISTRIBUTION
+
+    @property
+    def origin(self) -> str:
+        """``dist 1.2 (xharness.runtimes: name = module:attr)``: what an error message names."""
+        return f"{self.distribution} {self.version} ({self.group}: {self.name} = {self.value})"
+
+    def load(self) -> Any:
+        """The object the entry point names; a :class:`PluginError` when it cannot be imported."""
+        module_name, _, attr = self.value.partition(":")
+        try:
+            obj: Any = importlib.import_module(module_name.strip())
+            for part in attr.strip().split(".") if attr.strip() else ():
+                obj = getattr(obj, part)
+        except ModuleNotFoundError as exc:
+            raise PluginError(self, f"cannot import {module_name.strip()}: {exc}") from exc
+        except AttributeError as exc:
+            raise PluginError(self, f"{module_name.strip()} has no {attr.strip()}: {exc}") from exc
+        except Exception as exc:  # noqa: BLE001 - a plugin's import may raise anything
+            raise PluginError(self, f"importing it raised {type(exc).__name__}: {exc}") from exc
+        return obj
+
+
+class PluginError(Exception):
+    """A registered item that cannot be used: the message names its distribution and entry point."""
+
+    def __init__(self, entry: EntryPoint, reason: str) -> None:
+        self.entry, self.reason = entry, reason
+        super().__init__(f"plugin {entry.origin}: {reason}")
+
+
+@functools.cache
+def entry_points(group: str) -> tuple[EntryPoint, ...]:
+    """Every item of ``group`` (names only, nothing imported): the harness' own first, then the
+    installed distributions' in the order ``importlib.metadata`` finds them."""
+    found: list[EntryPoint] = []
+    for ep in metadata.entry_points(group=group):
+        dist = ep.dist
+        name = dist.metadata["Name"] if dist is not None else "(unknown distribution)"
+        version = dist.version if dist is not None else "?"
+        found.append(EntryPoint(group, ep.name, ep.value, _normal(name), version))
+    if not any(e.builtin for e in found):
+        found[:0] = _own_from_source(group)
+    # a build backend may write a group's names in any order: by distribution, then name
+    return tuple(sorted(found, key=lambda e: (not e.builtin, e.distribution, e.name)))
+
+
+def _normal(name: str) -> str:
+    return name.strip().lower().replace("_", "-")
+
+
+def _own_from_source(group: str) -> list[EntryPoint]:
+    """The harness' own items of ``group`` read from its ``pyproject.toml``, for a source tree
+    that runs without installed metadata (module docstring); empty when there is none."""
+    pyproject = Path(__file__).resolve().parents[1] / "pyproject.toml"
+    try:
+        project = tomllib.loads(pyproject.read_text(encoding="utf-8"))["project"]
+    except (OSError, KeyError, tomllib.TOMLDecodeError):
+        return []
+    if _normal(str(project.get("name", ""))) != OWN_DISTRIBUTION:
+        return []
+    table = project.get("entry-points", {}).get(group, {})
+    version = str(project.get("version", "?"))
+    return [EntryPoint(group, name, value, OWN_DISTRIBUTION, version) for name, value in table.items()]
+
+
+@dataclass
+class Loaded:
+    """What a group's items turned out to be: the usable ones by name, each with its entry
+    point, and the broken ones with their errors."""
+
+    items: dict[str, tuple[EntryPoint, Any]] = field(default_factory=dict)
+    broken: list[PluginError] = field(default_factory=list)
+
+    def origin(self, name: str) -> EntryPoint | None:
+        item = self.items.get(name)
+        return item[0] if item else None
+
+
+#: ``check(entry, obj)`` returns why ``obj`` is not an item of the group, or None
+Check = Callable[[EntryPoint, Any], str | None]
+
+
+def load_group(group: str, check: Check, names: tuple[EntryPoint, ...] | None = None) -> Loaded:
+    """Load every item of ``group`` and check each: a duplicate name (the harness' own item, or
+    the first one found, keeps it), an import that fails, or an object ``check`` rejects is a
+    :class:`PluginError` in ``broken``; the rest are ``items``."""
+    loaded = Loaded()
+    for entry in names if names is not None else entry_points(group):
+        clash = loaded.origin(entry.name) or next(
+            (e.entry for e in loaded.broken if e.entry.name == entry.name and e.entry.builtin), None
+        )
+        if clash is not None:
+            loaded.broken.append(PluginError(entry, f"duplicate name {entry.name!r}: {clash.origin} has it"))
+            continue
+        try:
+            obj = entry.load()
+            reason = check(entry, obj)
+        except PluginError as exc:
+            loaded.broken.append(exc)
+            continue
+        if reason:
+            loaded.broken.append(PluginError(entry, reason))
+            continue
+        loaded.items[entry.name] = (entry, obj)
+    return loaded
+
+
+_warned: set[str] = set()
+
+
+def warn(errors: list[PluginError]) -> None:
+    """Say each broken item once per process, on stderr, and go on: a command that does not
+    need a broken plugin must not fail because of it."""
+    for error in errors:
+        text = str(error)
+        if text not in _warned:
+            _warned.add(text)
+            print(f"xharness: warning: {text} (left out)", file=sys.stderr)
+
+
+def find(loaded: Loaded, name: str) -> PluginError | None:
+    """The error of the broken item called ``name``, when there is one: a command that needs it
+    says why it cannot have it instead of calling the name unknown."""
+    return next((e for e in loaded.broken if e.entry.name == name), None)
+
+
+def reset() -> None:
+    """Forget what was read (tests install and remove distributions)."""
+    entry_points.cache_clear()
+    _warned.clear()

@@ -1,0 +1,243 @@
+"""The user's project: where it is, and what its ``[tool.xharness]`` says.
+
+A maintainer configures the harness from their own repository, as pytest and tox are configured:
+``[tool.xharness]`` in the ``pyproject.toml`` of the directory ``xharness`` runs in or the nearest
+parent that has one, or the top level of an ``xharness.toml`` there (which wins when a directory
+has both). Every path in it is relative to the file's directory, which is the project's root: the
+cells run pytest there and the reports go there.
+
+Without such a file the current directory is the project and nothing of this checkout's own
+configuration leaks into it: ``xharness run`` runs pytest's own collection there across the starter
+cells (``harness/matrix/starter.toml``), never the harness' own suites.
+
+Every key is checked when the file is read: an unknown key, a value of the wrong type, a runtime no
+plugin registers, or a path that does not exist is a :class:`ProjectError` that names the file, the
+line, the key and what is accepted, before anything starts (exit 2).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness import entrypoints
+
+PYPROJECT, OWN_FILE = "pyproject.toml", "xharness.toml"
+#: every key of ``[tool.xharness]``, with what it accepts
+KEYS: dict[str, str] = {
+    "testpaths": "a list of test paths (files or directories) relative to the file",
+    "matrix": "the path of a matrix file (the format of the harness' ci/matrix.toml)",
+    "cells": "an array of tables, each a cell with a name ([[tool.xharness.cells]] name = \"cpu-4\" ...)",
+    "runtime": "the name of a registered runtime under test (xharness list runtimes)",
+    "expected": "the path of an expected-outcomes table (the format of harness/scenarios/expected.toml)",
+    "reports": "the directory reports are written to",
+}
+
+
+class ProjectError(Exception):
+    """A malformed ``[tool.xharness]``; the message names the file, the line and the key."""
+
+    def __init__(self, path: Path, line: int | None, key: str, message: str) -> None:
+        self.path, self.line, self.key, self.reason = path, line, key, message
+        where = f"{path}:{line}" if line else str(path)
+        super().__init__(f"{where}: {key}: {message}" if key else f"{where}: {message}")
+
+
+@dataclass(frozen=True)
+class Project:
+    """The project ``xharness`` runs in. ``path`` is the configuration file (None when there is
+    none); every path below is absolute, resolved against ``root``."""
+
+    root: Path
+    path: Path | None = None
+    testpaths: tuple[str, ...] = ()
+    matrix: Path | None = None
+    cells: tuple[dict[str, Any], ...] = ()
+    runtime: str | None = None
+    expected: Path | None = None
+    reports: Path | None = None
+    table: str = ""  # the table the keys are in: "tool.xharness", or "" at an xharness.toml's top
+    lines: dict[str, int] = field(default_factory=dict, compare=False)
+
+    @property
+    def configured(self) -> bool:
+        return self.path is not None
+
+    def reports_dir(self) -> Path:
+        """Where ``run`` and ``teeth`` write unless ``--out`` says: ``reports`` of the project."""
+        return self.reports or self.root / "reports"
+
+    def describe(self) -> str:
+        """``pyproject.toml [tool.xharness]`` or ``xharness.toml``: where the settings came from."""
+        if self.path is None:
+            return "(no [tool.xharness] found: defaults)"
+        return f"{self.path} [{self.table}]" if self.table else str(self.path)
+
+
+def find(start: Path | None = None) -> Path | None:
+    """The configuration file for ``start`` (default: the current directory): ``xharness.toml``
+    or a ``pyproject.toml`` with ``[tool.xharness]``, in it or the nearest parent."""
+    here = (start or Path.cwd()).resolve()
+    for directory in (here, *here.parents):
+        own = directory / OWN_FILE
+        if own.is_file():
+            return own
+        pyproject = directory / PYPROJECT
+        if pyproject.is_file() and _has_table(pyproject):
+            return pyproject
+    return None
+
+
+def _has_table(pyproject: Path) -> bool:
+    """Whether ``pyproject`` has ``[tool.xharness]`` (an unreadable file is read, and reported,
+    by :func:`load`: a broken configuration must not be skipped for a parent's)."""
+    try:
+        text = pyproject.read_text(encoding="utf-8")
+    except OSError:
+        return False
+    return re.search(r"^\s*\[\[?\s*tool\s*\.\s*[\"']?xharness[\"']?\s*[.\]]", text, re.MULTILINE) is not None
+
+
+def load(start: Path | None = None) -> Project:
+    """The project of ``start`` (default: the current directory), read and checked;
+    ``XHARNESS_PROJECT`` names the configuration file (or its directory) instead of the search."""
+    named = os.environ.get("XHARNESS_PROJECT", "").strip()
+    if named:
+        path: Path | None = Path(named).expanduser()
+        assert path is not None
+        if path.is_dir():
+            path = find(path) if not (path / OWN_FILE).is_file() else path / OWN_FILE
+            if path is None:
+                raise ProjectError(Path(named), None, "",
+                                   f"XHARNESS_PROJECT names a directory with no {OWN_FILE} and no "
+                                   f"{PYPROJECT} with [tool.xharness]")
+        elif not path.is_file():
+            raise ProjectError(path, None, "", "XHARNESS_PROJECT names no file or directory")
+    else:
+        path = find(start)
+    if path is None:
+        return Project(root=(start or Path.cwd()).resolve())
+    return read(path)
+
+
+def read(path: Path) -> Project:
+    """Read and check one configuration file."""
+    path = path.resolve()
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ProjectError(path, None, "", f"cannot read it: {exc.strerror or exc}") from None
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        line = re.search(r"line (\d+)", str(exc))
+        raise ProjectError(path, int(line.group(1)) if line else None, "", f"not valid TOML: {exc}") from None
+    if path.name == OWN_FILE:
+        table, prefix = data, ""
+    else:
+        table, prefix = data.get("tool", {}).get("xharness", {}), "tool.xharness"
+    if not isinstance(table, dict):
+        raise ProjectError(path, None, prefix, "must be a table")
+    return _Checker(path, text, prefix).project(table)
+
+
+class _Checker:
+    def __init__(self, path: Path, text: str, prefix: str) -> None:
+        self.path, self.prefix, self.lines = path, prefix, text.splitlines()
+        self.root = path.parent
+
+    def fail(self, key: str, message: str) -> ProjectError:
+        dotted = f"{self.prefix}.{key}" if self.prefix else key
+        return ProjectError(self.path, self.line_of(key), dotted, message)
+
+    def line_of(self, key: str) -> int | None:
+        """The line a key is set on (the first ``key =`` or ``[[...key]]`` after the table)."""
+        header = re.compile(r"^\s*\[\[?\s*tool\s*\.\s*[\"']?xharness") if self.prefix else None
+        inside = header is None
+        top = key.split(".")[0].split("[")[0]
+        for number, line in enumerate(self.lines, 1):
+            if header is not None and header.match(line):
+                inside = True
+                if re.search(rf"\.\s*{re.escape(top)}\s*\]", line):
+                    return number
+                continue
+            if inside and re.match(rf"^\s*[\"']?{re.escape(top)}[\"']?\s*=", line):
+                return number
+        return None
+
+    def project(self, table: dict[str, Any]) -> Project:
+        unknown = sorted(set(table) - set(KEYS))
+        if unknown:
+            accepted = "; ".join(f"{k}: {v}" for k, v in KEYS.items())
+            raise self.fail(unknown[0], f"unknown key (accepted: {accepted})")
+        if "matrix" in table and "cells" in table:
+            raise self.fail("cells", "give the cells inline or a matrix file (matrix = ...), not both")
+        testpaths = self.paths("testpaths", table.get("testpaths"))
+        cells = self.cells(table.get("cells"))
+        runtime = table.get("runtime")
+        if runtime is not None:
+            known = tuple(dict.fromkeys(e.name for e in entrypoints.entry_points(entrypoints.RUNTIMES)))
+            if not isinstance(runtime, str) or runtime not in known:
+                raise self.fail("runtime", f"unknown runtime {runtime!r} (registered: {', '.join(known)})")
+        return Project(
+            root=self.root,
+            path=self.path,
+            testpaths=testpaths,
+            matrix=self.file("matrix", table.get("matrix")),
+            cells=cells,
+            runtime=runtime,
+            expected=self.file("expected", table.get("expected")),
+            reports=self.directory("reports", table.get("reports")),
+            table=self.prefix,
+        )
+
+    def paths(self, key: str, value: Any) -> tuple[str, ...]:
+        if value is None:
+            return ()
+        if not isinstance(value, list) or not value or not all(isinstance(v, str) and v for v in value):
+            raise self.fail(key, f"must be a non-empty list of paths, got {value!r}")
+        missing = [v for v in value if not (self.root / v).exists()]
+        if missing:
+            raise self.fail(key, f"no such file or directory: {', '.join(missing)} (relative to {self.root})")
+        return tuple(value)
+
+    def file(self, key: str, value: Any) -> Path | None:
+        if value is None:
+            return None
+        if not isinstance(value, str) or not value:
+            raise self.fail(key, f"must be a path (a string), got {value!r}")
+        path = (self.root / value).resolve()
+        if not path.is_file():
+            raise self.fail(key, f"no such file: {value} (relative to {self.root})")
+        return path
+
+    def directory(self, key: str, value: Any) -> Path | None:
+        if value is None:
+            return None
+        if not isinstance(value, str) or not value:
+            raise self.fail(key, f"must be a directory path (a string), got {value!r}")
+        path = (self.root / value).resolve()
+        if path.exists() and not path.is_dir():
+            raise self.fail(key, f"{value} exists and is not a directory")
+        return path
+
+    def cells(self, value: Any) -> tuple[dict[str, Any], ...]:
+        """Inline cells: each a table with a ``name``; its other keys are checked with the
+        matrix file's rules when the matrix is made (``harness.matrix.config``)."""
+        if value is None:
+            return ()
+        if not isinstance(value, list) or not value or not all(isinstance(c, dict) for c in value):
+            raise self.fail("cells", "must be an array of tables: [[tool.xharness.cells]] with name = \"...\"")
+        seen: set[str] = set()
+        for index, cell in enumerate(value):
+            name = cell.get("name")
+            if not isinstance(name, str) or not name:
+                raise self.fail(f"cells[{index}].name", "every cell needs a name (a string)")
+            if name in seen:
+                raise self.fail(f"cells[{index}].name", f"duplicate cell name {name!r}")
+            seen.add(name)
+        return tuple(dict(c) for c in value)

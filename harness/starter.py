@@ -1,0 +1,278 @@
+"""``xharness init``: what a maintainer's repository needs to run the harness, written for them.
+
+Three files, each refused when it exists unless ``--force`` says to replace it:
+
+* the ``[tool.xharness]`` section, appended to the repository's ``pyproject.toml`` (or an
+  ``xharness.toml`` where there is none): the test paths and the starter cells
+  (``harness/matrix/starter.toml``), with the other keys shown commented out;
+* an example test that uses the pytest plugin's fixtures and markers, so that the first
+  ``xharness run`` has something green to show across the cells;
+* a GitHub Actions workflow: one job per cell (``xharness run --cells``), each uploading its JUnit
+  file, then one job that merges them into the report, the dashboard and the step summary. Every
+  action is pinned to a commit, no job keeps the checkout's credentials, and every job reads the
+  repository only (what ``zizmor`` asks of a workflow).
+
+It says what it wrote, and writes nothing when it refuses: an error leaves the repository as it was.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness.errors import UsageError
+from harness.matrix.config import STARTER
+from harness.project import OWN_FILE, PYPROJECT
+
+#: the actions the workflow uses, each pinned to the commit of a release (the tag in the comment);
+#: the harness' own workflow pins the same ones (a selftest keeps the two in step)
+ACTIONS = {
+    "actions/checkout": ("11d5960a326750d5838078e36cf38b85af677262", "v4.4.0"),
+    "actions/setup-python": ("a26af69be951a213d495a4c3e4e4022e16d87065", "v5.6.0"),
+    "actions/upload-artifact": ("ea165f8d65b6e75b540449e92b4886f43607fa02", "v4.6.2"),
+    "actions/download-artifact": ("d3f86a106a0bac45b974a628896c90dbdf5c8093", "v4.3.0"),
+}
+TEST_FILE = Path("tests") / "test_xharness_example.py"
+WORKFLOW_FILE = Path(".github") / "workflows" / "xharness.yml"
+_SECTION = re.compile(r"^\s*\[\[?\s*tool\s*\.\s*[\"']?xharness[\"']?\s*[.\]]")
+_HEADER = re.compile(r"^\s*\[")
+
+
+def add_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser(
+        "init",
+        help="write a starter [tool.xharness], an example test and a CI workflow for your repository",
+        description="Write the [tool.xharness] section (pyproject.toml, or xharness.toml where there "
+        "is none), tests/test_xharness_example.py and .github/workflows/xharness.yml. A file that "
+        "exists is left alone and the command fails, unless --force.",
+    )
+    p.add_argument("--dir", type=Path, default=Path("."), help="the repository's root (default: .)")
+    p.add_argument("--force", action="store_true", help="replace what exists (the section, the files)")
+    p.add_argument("--python", default="3.12", metavar="X.Y", help="the Python the workflow sets up (default 3.12)")
+    p.set_defaults(handler=cmd_init)
+
+
+@dataclass(frozen=True)
+class Planned:
+    """One file ``init`` writes: its path, its new text, and what happens to it."""
+
+    path: Path
+    text: str
+    action: str  # "write", "append", "replace"
+
+
+def cmd_init(args: argparse.Namespace) -> int:
+    root: Path = args.dir
+    if not root.is_dir():
+        raise UsageError(f"--dir {root}: no such directory")
+    if not re.fullmatch(r"3\.\d+", args.python):
+        raise UsageError(f"--python must be a version like 3.12, got {args.python!r}")
+    cells = starter_cells()
+    plans = [
+        config_plan(root, cells, args.force),
+        file_plan(root / TEST_FILE, example_test(), args.force),
+        file_plan(root / WORKFLOW_FILE, workflow(cells, args.python), args.force),
+    ]
+    for plan in plans:  # every check first: a refusal writes nothing at all
+        plan.path.parent.mkdir(parents=True, exist_ok=True)
+        plan.path.write_text(plan.text, encoding="utf-8")
+        print(f"xharness init: {plan.action} {plan.path}")
+    print("next: xharness cells (what runs here), then xharness run", file=sys.stderr)
+    return 0
+
+
+def starter_cells() -> dict[str, dict[str, object]]:
+    """The starter cells, as ``harness/matrix/starter.toml`` declares them."""
+    cells = tomllib.loads(STARTER.read_text(encoding="utf-8"))["cells"]
+    return {str(name): dict(body) for name, body in cells.items()}
+
+
+def file_plan(path: Path, text: str, force: bool) -> Planned:
+    if path.exists() and not force:
+        raise UsageError(f"{path} exists; run with --force to replace it (nothing was written)")
+    return Planned(path, text, "replace" if path.exists() else "write")
+
+
+def config_plan(root: Path, cells: dict[str, dict[str, object]], force: bool) -> Planned:
+    """The ``[tool.xharness]`` section in ``pyproject.toml`` (appended, or replacing the one there
+    with ``--force``), else a new ``xharness.toml``."""
+    own = root / OWN_FILE
+    pyproject = root / PYPROJECT
+    if own.exists() or not pyproject.exists():
+        return file_plan(own, config_text(cells, table=""), force)
+    text = pyproject.read_text(encoding="utf-8")
+    lines = text.splitlines(keepends=True)
+    start = next((i for i, line in enumerate(lines) if _SECTION.match(line)), None)
+    section = config_text(cells, table="tool.xharness")
+    if start is None:
+        joined = text if text.endswith("\n") or not text else text + "\n"
+        return Planned(pyproject, f"{joined}\n{section}", "append to")
+    if not force:
+        raise UsageError(f"{pyproject} has [tool.xharness] already; run with --force to replace it "
+                         "(nothing was written)")
+    kept = [line for i, line in enumerate(lines) if i < start or not _in_section(lines, start, i)]
+    return Planned(pyproject, "".join(kept).rstrip("\n") + "\n\n" + section, "replace [tool.xharness] in")
+
+
+def _in_section(lines: list[str], start: int, index: int) -> bool:
+    """Whether line ``index`` belongs to the ``[tool.xharness...]`` tables from ``start`` on."""
+    owner = start
+    for i in range(start, index + 1):
+        if _HEADER.match(lines[i]):
+            owner = i
+    return _SECTION.match(lines[owner]) is not None
+
+
+def config_text(cells: dict[str, dict[str, object]], table: str) -> str:
+    """The starter section: under ``[tool.xharness]`` in a pyproject, at the top of xharness.toml."""
+    prefix = f"{table}." if table else ""
+    head = f"[{table}]\n" if table else ""
+    out = [
+        "# How xharness runs this repository (README of xharness: \"A maintainer's own repository\").\n",
+        head,
+        'testpaths = ["tests"]\n',
+        '# runtime = "reference"        # the runtime under test: `xharness list runtimes`\n',
+        '# expected = "expected.toml"   # expected outcomes of your scenarios on your releases\n',
+        '# matrix = "ci/matrix.toml"    # a matrix file instead of the cells below\n',
+        'reports = "reports"\n',
+    ]
+    for name, body in cells.items():
+        out.append(f"\n[[{prefix}cells]]\n")
+        out.append(f'name = "{name}"\n')
+        for key, value in body.items():
+            out.append(f"{key} = {_toml(value)}\n")
+    return "".join(out)
+
+
+def _toml(value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return str(value)
+    return '"' + str(value).replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def example_test() -> str:
+    return '''"""A first test for xharness: it runs in every cell, against the runtime under test.
+
+The fixtures and markers come with xharness' pytest plugin: `adapter` is the runtime under test
+(the cell's, or [tool.xharness] runtime), `devices` the cell's JAX devices, and
+`@pytest.mark.devices(n)` skips, with the reason, where the cell has fewer than n devices.
+"""
+
+import numpy as np
+import pytest
+
+
+def test_values_round_trip(adapter):
+    host = np.arange(6, dtype=np.float32).reshape(2, 3)
+    np.testing.assert_array_equal(adapter.to_host(adapter.tensor(host)), host)
+
+
+@pytest.mark.devices(2)
+def test_split_over_devices(adapter, devices):
+    n = len(devices)
+    mesh = adapter.mesh(range(n), (n,), ("x",))
+    host = np.arange(2 * n, dtype=np.float32).reshape(n, 2)
+    t = adapter.mark_sharding(adapter.tensor(host), mesh, ("x", None))
+    for index, data in adapter.device_shards(t).values():
+        np.testing.assert_array_equal(data, host[index])
+'''
+
+
+def _uses(action: str) -> str:
+    sha, tag = ACTIONS[action]
+    return f"{action}@{sha} # {tag}"
+
+
+def workflow(cells: dict[str, dict[str, object]], python: str) -> str:
+    names = ", ".join(cells)
+    return f"""# xharness across the cells of [tool.xharness]: one job per cell, then one report.
+# Written by `xharness init`; every action is pinned to a commit, no job keeps the checkout's
+# credentials, and every job only reads the repository.
+name: xharness
+
+on:
+  push:
+  pull_request:
+
+permissions: {{}}
+
+env:
+  # where pip gets xharness from (a version, or a git URL: "xharness @ git+https://...")
+  XHARNESS: xharness
+
+jobs:
+  cells:
+    permissions:
+      contents: read
+    runs-on: ubuntu-latest
+    timeout-minutes: 60
+    strategy:
+      fail-fast: false
+      matrix:
+        cell: [{names}]
+    name: cell ${{{{ matrix.cell }}}}
+    steps:
+      - uses: {_uses("actions/checkout")}
+        with:
+          persist-credentials: false
+      - uses: {_uses("actions/setup-python")}
+        with:
+          python-version: "{python}"
+      - name: Install
+        run: |
+          python -m pip install "$XHARNESS"
+          if [ -f pyproject.toml ] && grep -q '^\\[project\\]' pyproject.toml; then python -m pip install -e .; fi
+      - name: Run the cell
+        env:
+          CELL: ${{{{ matrix.cell }}}}
+        run: xharness run --cells "$CELL"
+      - name: Upload the cell's JUnit
+        if: always()
+        uses: {_uses("actions/upload-artifact")}
+        with:
+          name: junit-${{{{ matrix.cell }}}}
+          path: reports/junit/*.xml
+          if-no-files-found: warn
+
+  report:
+    permissions:
+      contents: read
+    needs: [cells]
+    if: always()
+    runs-on: ubuntu-latest
+    timeout-minutes: 15
+    steps:
+      - uses: {_uses("actions/setup-python")}
+        with:
+          python-version: "{python}"
+      - name: Install
+        run: python -m pip install "$XHARNESS"
+      - name: Download every cell's JUnit
+        uses: {_uses("actions/download-artifact")}
+        with:
+          pattern: junit-*
+          path: artifacts/junit
+          merge-multiple: true
+      - name: Merge, dashboard and summary
+        run: |
+          xharness report merge artifacts/junit --out reports/junit.xml
+          xharness report html reports/junit.xml --out reports/index.html
+          xharness report summary reports/junit.xml --out reports/summary.md
+          cat reports/summary.md >> "$GITHUB_STEP_SUMMARY"
+      - name: Upload the dashboard
+        if: always()
+        uses: {_uses("actions/upload-artifact")}
+        with:
+          name: dashboard
+          path: |
+            reports/index.html
+            reports/junit.xml
+            reports/summary.md
+          if-no-files-found: warn
+"""
