@@ -388,6 +388,10 @@ class _Supervised:
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
         if report.failed:
             self.writer.emit("collecterror", nodeid=report.nodeid, longrepr=str(report.longrepr))
+        elif report.skipped:  # a module skipped as it is imported (``pytest.importorskip``)
+            longrepr = report.longrepr
+            reason = longrepr[2] if isinstance(longrepr, tuple) and len(longrepr) == 3 else str(longrepr)
+            self.writer.emit("collectskip", nodeid=report.nodeid, reason=str(reason))
 
     @pytest.hookimpl(trylast=True)
     def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:

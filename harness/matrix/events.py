@@ -6,8 +6,9 @@ goes on, so a SIGSEGV one instruction later cannot lose it. A torn last line (th
 while writing) is ignored by the reader.
 
 Event kinds (``event`` field): ``session`` (pid, rank, versions), ``collected`` (the selected test
-items), ``collecterror``, ``start`` (a test begins), ``report`` (one phase: setup, call or teardown),
-``finish`` (a test's protocol ended), ``end`` (the session ended with an exit status).
+items), ``collecterror``, ``collectskip`` (a module skipped as it is imported), ``start`` (a test
+begins), ``report`` (one phase: setup, call or teardown), ``finish`` (a test's protocol ended),
+``end`` (the session ended with an exit status).
 """
 
 from __future__ import annotations

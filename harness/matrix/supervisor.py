@@ -48,6 +48,7 @@ from harness.matrix.progress import CellProgress, Progress
 from harness.report.records import (
     ERROR,
     FAILED,
+    SKIPPED,
     KIND_EXCEPTION,
     KIND_EXIT,
     KIND_RANK,
@@ -321,6 +322,11 @@ class CellRun:
                 nodeid = str(error.get("nodeid") or STARTUP_ID)
                 self._add(nodeid, Attempt(ERROR, kind=KIND_EXCEPTION, message="collection failed",
                                           details=str(error.get("longrepr") or "")))
+            # a module skipped at collection has no test items, and a record all the same: pytest
+            # counts it as skipped, and a report that dropped it would say less than pytest does
+            for skip in (e for e in events if e.get("event") == "collectskip"):
+                nodeid = str(skip.get("nodeid") or STARTUP_ID)
+                self._add(nodeid, Attempt(SKIPPED, message=str(skip.get("reason") or "skipped at collection")))
             return
 
     def _take_completed(self, result: LaunchResult, wanted: set[str]) -> set[str]:

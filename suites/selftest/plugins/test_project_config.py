@@ -126,3 +126,32 @@ def test_run_in_a_project_runs_its_suite_and_writes_its_reports(tmp_path: Path) 
     assert [r.nodeid for r in records] == ["checks/test_mine.py::test_mine"]
     assert records[0].classification == "passed"
     assert (tmp_path / "out" / "index.html").is_file()
+
+
+@pytest.mark.own_process
+def test_a_foreign_suite_named_after_dashes_is_split_and_its_crashes_recorded(tmp_path: Path) -> None:
+    """``xharness run -- DIR`` in a directory with no configuration: the directory's entries are
+    the cell's paths (two processes at -j 2), and a test that kills its process or hangs still
+    has its record while the rest of its part runs."""
+    from harness.report.records import ERROR, KIND_SIGNAL, KIND_TIMEOUT, PASSED, SKIPPED
+
+    _write(tmp_path / "suite" / "test_crash.py", "import ctypes, time\n\ndef test_a():\n    pass\n\n"
+           "def test_segv():\n    ctypes.string_at(0)\n\ndef test_b():\n    pass\n")
+    _write(tmp_path / "suite" / "sub" / "test_hang.py", "import time\n\ndef test_hang():\n    time.sleep(120)\n\n"
+           "def test_c():\n    pass\n")
+    _write(tmp_path / "suite" / "sub" / "test_optional.py",
+           "import pytest\n\npytest.importorskip('no_such_module_here')\n\ndef test_never():\n    pass\n")
+    done = _xharness(tmp_path, "run", "--cells", "cpu-1", "-j", "2", "--timeout", "3", "--", "suite")
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "cpu-1: 2 parts" in done.stderr + done.stdout
+    records = {r.nodeid: r.final for r in read_records(tmp_path / "reports" / "junit" / "cpu-1.xml")}
+    assert {n: (a.outcome, a.kind) for n, a in records.items()} == {
+        "suite/sub/test_hang.py::test_hang": (ERROR, KIND_TIMEOUT),
+        "suite/sub/test_hang.py::test_c": (PASSED, ""),
+        "suite/test_crash.py::test_a": (PASSED, ""),
+        "suite/test_crash.py::test_segv": (ERROR, KIND_SIGNAL),
+        "suite/test_crash.py::test_b": (PASSED, ""),
+        # skipped as it was imported: pytest counts it, so its record is kept
+        "suite/sub/test_optional.py": (SKIPPED, ""),
+    }
+    assert "no_such_module_here" in records["suite/sub/test_optional.py"].message
