@@ -48,12 +48,12 @@ from harness.matrix.progress import CellProgress, Progress
 from harness.report.records import (
     ERROR,
     FAILED,
-    SKIPPED,
     KIND_EXCEPTION,
     KIND_EXIT,
     KIND_RANK,
     KIND_SIGNAL,
     KIND_TIMEOUT,
+    SKIPPED,
     Attempt,
     TestRecord,
 )
