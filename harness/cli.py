@@ -15,6 +15,7 @@ import importlib
 import os
 import sys
 
+from harness import settings
 from harness.errors import UsageError
 
 __all__ = ["EXIT_FAILED", "EXIT_OK", "EXIT_USAGE", "UsageError", "build_parser", "main"]
@@ -31,6 +32,7 @@ _COMMAND_MODULES = (
     "harness.releases.bisect_command",  # bisect
     "harness.teeth.commands",  # teeth
     "harness.starter",  # init
+    "harness.config_command",  # config
 )
 
 
@@ -54,6 +56,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
+        # every declared environment variable is checked before a command starts anything
+        for warning in settings.check_environment():
+            print(f"xharness: warning: {warning}", file=sys.stderr)
         return int(args.handler(args))
     except UsageError as exc:
         print(f"xharness: error: {exc}", file=sys.stderr)

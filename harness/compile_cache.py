@@ -38,6 +38,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness import settings
 from harness.errors import UsageError
 
 ENV = "XHARNESS_COMPILE_CACHE"
@@ -102,7 +103,7 @@ def choose(option: str | None = None, environ: dict[str, str] | os._Environ[str]
     be used; an unusable default directory turns the cache off with a note."""
     raw, source = option, "--compile-cache"
     if raw is None:
-        raw, source = environ.get(ENV), ENV
+        raw, source = settings.raw(ENV, environ) or None, ENV
     if raw is not None and raw.strip().lower() in OFF:
         return CacheChoice(None, f"compile cache off ({source}={raw})")
     if raw is not None and raw.strip():
@@ -145,7 +146,7 @@ def trim(path: Path, max_mb: float | None = None) -> int:
     Returns the number of files removed. Never raises: the cache is only ever an optimisation."""
     if max_mb is None:
         try:
-            max_mb = float(os.environ.get(MAX_MB_ENV) or DEFAULT_MAX_MB)
+            max_mb = float(settings.read(MAX_MB_ENV) or DEFAULT_MAX_MB)
         except ValueError:
             max_mb = DEFAULT_MAX_MB
     removed = 0

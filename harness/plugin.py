@@ -30,7 +30,7 @@ from typing import Any, TextIO
 
 import pytest
 
-from harness import hooks
+from harness import hooks, settings
 
 DEFAULT_CPU_DEVICES = 8
 _XLA_COUNT_RE = re.compile(r"(^|\s)--xla_force_host_platform_device_count(=|\s|$)")
@@ -56,7 +56,7 @@ _MARKERS = (
 # -- device count, before anything initializes a JAX backend ------------------------------------
 def user_chose_device_count(environ: dict[str, str] | os._Environ[str] = os.environ) -> bool:
     """True when the environment already fixes the CPU device count (wherever the flag stands)."""
-    if environ.get("JAX_NUM_CPU_DEVICES", "").strip():
+    if settings.raw("JAX_NUM_CPU_DEVICES", environ).strip():
         return True
     return bool(_XLA_COUNT_RE.search(environ.get("XLA_FLAGS", "")))
 
@@ -93,7 +93,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("xharness", "xharness device matrix")
     group.addoption(
         "--cell",
-        default=os.environ.get("HARNESS_CELL") or None,
+        default=settings.raw("HARNESS_CELL") or None,
         help="matrix cell this process represents (default: $HARNESS_CELL; none for a plain run)",
     )
     group.addoption(
@@ -136,7 +136,7 @@ def pytest_configure(config: pytest.Config) -> None:
         if timeout:  # each worker guards its own tests
             config.pluginmanager.register(_TimeLimit(timeout), "xharness-time-limit")
         return
-    if os.environ.get("HARNESS_COORDINATOR"):
+    if settings.raw("HARNESS_COORDINATOR"):
         _join_distributed(config)
     events = config.getoption("xharness_events")
     if events:
@@ -153,7 +153,7 @@ WAIT_SHARE = 0.5
 def _bound_runtime_waits(timeout: float | None) -> None:
     """Under a per-test limit, the reference runtime's waits get a deadline inside it (unless
     ``HARNESS_WAIT_TIMEOUT`` says otherwise)."""
-    if not timeout or os.environ.get("HARNESS_WAIT_TIMEOUT"):
+    if not timeout or settings.raw("HARNESS_WAIT_TIMEOUT"):
         return
     deadline = f"{max(1.0, timeout * WAIT_SHARE):g}"
     os.environ["HARNESS_WAIT_TIMEOUT"] = deadline
@@ -188,12 +188,12 @@ def _join_distributed(config: pytest.Config) -> None:
     import jax
 
     jax.distributed.initialize(
-        coordinator_address=os.environ["HARNESS_COORDINATOR"],
-        num_processes=int(os.environ["HARNESS_PROCESSES"]),
-        process_id=int(os.environ["HARNESS_PROCESS_ID"]),
-        initialization_timeout=int(float(os.environ.get("HARNESS_INIT_TIMEOUT", "120"))),
+        coordinator_address=settings.raw("HARNESS_COORDINATOR"),
+        num_processes=settings.read("HARNESS_PROCESSES"),
+        process_id=settings.read("HARNESS_PROCESS_ID"),
+        initialization_timeout=int(settings.read("HARNESS_INIT_TIMEOUT")),
         # a dead peer is noticed by the supervisor first; this only bounds a lost supervisor
-        heartbeat_timeout_seconds=int(float(os.environ.get("HARNESS_HEARTBEAT_TIMEOUT", "30"))),
+        heartbeat_timeout_seconds=int(settings.read("HARNESS_HEARTBEAT_TIMEOUT")),
     )
     if config.getoption("xharness_events"):
         # jax.distributed installs a preemption notifier that swallows SIGTERM; under the
@@ -203,7 +203,7 @@ def _join_distributed(config: pytest.Config) -> None:
 
 # -- markers ---------------------------------------------------------------------------------------
 def current_cell(config: pytest.Config) -> str | None:
-    return config.getoption("cell", None) or os.environ.get("HARNESS_CELL") or None
+    return config.getoption("cell", None) or settings.raw("HARNESS_CELL") or None
 
 
 def _slice_count() -> int:
@@ -215,7 +215,7 @@ def _slice_count() -> int:
     import jax
 
     real = {getattr(d, "slice_index", 0) for d in jax.devices()}
-    simulated = int(os.environ.get("HARNESS_NUM_SLICES", "1") or 1)
+    simulated = int(settings.read("HARNESS_NUM_SLICES"))
     return max(len(real), simulated, 1)
 
 
@@ -348,11 +348,11 @@ class _Supervised:
 
         self.config = config
         self.writer = EventWriter(events_path)
-        self.rank = int(os.environ.get("HARNESS_PROCESS_ID", "0"))
+        self.rank = int(settings.read("HARNESS_PROCESS_ID"))
         self.timeout: float | None = config.getoption("xharness_timeout")
         self.stack_file: TextIO | None = None
-        self.barriers = int(os.environ.get("HARNESS_PROCESSES", "1")) > 1 and bool(
-            os.environ.get("HARNESS_COORDINATOR")
+        self.barriers = int(settings.read("HARNESS_PROCESSES")) > 1 and bool(
+            settings.raw("HARNESS_COORDINATOR")
         )
         self.counter = 0
         select = config.getoption("xharness_select")

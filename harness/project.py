@@ -17,25 +17,17 @@ line, the key and what is accepted, before anything starts (exit 2).
 
 from __future__ import annotations
 
-import os
 import re
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness import entrypoints
+from harness import entrypoints, settings
 
 PYPROJECT, OWN_FILE = "pyproject.toml", "xharness.toml"
-#: every key of ``[tool.xharness]``, with what it accepts
-KEYS: dict[str, str] = {
-    "testpaths": "a list of test paths (files or directories) relative to the file",
-    "matrix": "the path of a matrix file (the format of the harness' ci/matrix.toml)",
-    "cells": "an array of tables, each a cell with a name ([[tool.xharness.cells]] name = \"cpu-4\" ...)",
-    "runtime": "the name of a registered runtime under test (xharness list runtimes)",
-    "expected": "the path of an expected-outcomes table (the format of harness/scenarios/expected.toml)",
-    "reports": "the directory reports are written to",
-}
+#: every key of ``[tool.xharness]``, with what it accepts (declared in ``harness.settings``)
+KEYS: dict[str, str] = {name: s.accepts.describe for name, s in settings.keys(settings.PROJECT).items()}
 
 
 class ProjectError(Exception):
@@ -105,7 +97,7 @@ def _has_table(pyproject: Path) -> bool:
 def load(start: Path | None = None) -> Project:
     """The project of ``start`` (default: the current directory), read and checked;
     ``XHARNESS_PROJECT`` names the configuration file (or its directory) instead of the search."""
-    named = os.environ.get("XHARNESS_PROJECT", "").strip()
+    named = settings.raw("XHARNESS_PROJECT").strip()
     if named:
         path: Path | None = Path(named).expanduser()
         assert path is not None

@@ -13,10 +13,9 @@ from __future__ import annotations
 
 import functools
 import inspect
-import os
 from typing import Any
 
-from harness import entrypoints
+from harness import entrypoints, settings
 from harness.adapters.base import (
     CAPABILITIES,
     Adapter,
@@ -94,7 +93,7 @@ def get(name: str) -> Adapter:
 
 def current() -> Adapter:
     """The runtime under test in this process (``HARNESS_RUNTIME``, default ``reference``)."""
-    return get(os.environ.get("HARNESS_RUNTIME", "") or "reference")
+    return get(settings.raw("HARNESS_RUNTIME").strip() or "reference")
 
 
 __all__ = [

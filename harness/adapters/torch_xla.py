@@ -31,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from harness import settings
 from harness.adapters import base
 
 _DEFAULT_CPU_DEVICES = "8"
@@ -42,7 +43,7 @@ def _configure_environment() -> None:
     if not os.environ.get("PJRT_DEVICE"):
         os.environ["PJRT_DEVICE"] = "CPU"
     if os.environ["PJRT_DEVICE"] == "CPU" and not os.environ.get("CPU_NUM_DEVICES"):
-        os.environ["CPU_NUM_DEVICES"] = os.environ.get("JAX_NUM_CPU_DEVICES") or _DEFAULT_CPU_DEVICES
+        os.environ["CPU_NUM_DEVICES"] = settings.raw("JAX_NUM_CPU_DEVICES").strip() or _DEFAULT_CPU_DEVICES
 
 
 class TorchXlaAdapter(base.TorchStyleAliasing, base.BaseAdapter):

@@ -105,7 +105,7 @@ def _load(path: Path | None) -> Matrix:
     try:
         return load_matrix(path) if path is not None else project_matrix(_project())
     except MatrixError as exc:
-        raise _usage_error(str(exc)) from None
+        raise _usage_error(f"--matrix: {exc}" if path is not None else str(exc)) from None
 
 
 def _project() -> project.Project:

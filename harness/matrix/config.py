@@ -11,13 +11,14 @@ from __future__ import annotations
 import math
 import os
 import re
+import sys
 import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from harness import adapters, hardware
+from harness import adapters, hardware, settings
 from harness.adapters import runtimes
 from harness.project import Project
 
@@ -32,9 +33,7 @@ RUNTIME_OPTIONS: dict[str, bool] = {"functionalization": True, "param_aliasing":
 #: default ``highest``, exact float32): a GPU cell may declare ``tensorfloat32`` to run as a GPU's
 #: own default would. The names are ``harness.runtime.config.MATMUL_PRECISIONS``', spelled out
 #: here because reading a matrix must not import the runtime (and JAX with it).
-RUNTIME_CHOICES: dict[str, tuple[str, ...]] = {
-    "matmul_precision": ("default", "bfloat16", "high", "tensorfloat32", "bfloat16_3x", "highest", "float32"),
-}
+RUNTIME_CHOICES: dict[str, tuple[str, ...]] = settings.CELL_CHOICES
 #: the environment variable each choice reaches the cell's processes through
 _CHOICE_ENV = {"matmul_precision": "HARNESS_MATMUL_PRECISION"}
 #: what else the ``runtime`` table of a cell may say: which runtime is under test, and which of
@@ -48,18 +47,8 @@ RUNTIMES = adapters.names()
 #: rides on, so neither can be swapped inside this interpreter (``harness.releases.envs``)
 RELEASED_RUNTIMES = runtimes.RELEASED
 
-_CELL_KEYS = {
-    "backend",
-    "devices",
-    "processes",
-    "slices",
-    "runtime",
-    "env",
-    "paths",
-    "pytest_args",
-    "timeout",
-    "description",
-}
+#: a cell's keys, as the table of settings declares them (``harness.settings``)
+_CELL_KEYS = set(settings.keys(settings.CELL))
 _TOP_KEYS = {"root", "defaults", "cells"}
 #: environment variables a cell's fields own; setting them in ``env`` would contradict the fields
 OWNED_ENV = {
@@ -347,7 +336,7 @@ def load_matrix(path: Path) -> Matrix:
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
-        raise MatrixError(path, None, "", f"cannot read matrix file: {exc.strerror or exc}") from None
+        raise MatrixError(path, None, "", f"cannot read the matrix file {str(path)!r}: {exc.strerror or exc}") from None
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
@@ -493,6 +482,15 @@ class _Parser:
                     raise self.fail((*table, key), name, f"set from the cell's {OWNED_ENV[name]}; change that instead")
                 if name == "XLA_FLAGS" and "xla_force_host_platform_device_count" in v:
                     raise self.fail((*table, key), name, "the device count comes from the cell's devices")
+                if name in settings.ENVIRONMENT and v.strip():  # checked as the environment's are
+                    try:
+                        settings.ENVIRONMENT[name].parse(v, "the cell's env")
+                    except settings.SettingError as exc:
+                        raise self.fail((*table, key), name, str(exc)) from None
+                elif (warning := settings.near_miss(name)) is not None:
+                    line = self.line_of((*table, key), name) or self.line_of(table, key)
+                    where = f"{self.path}:{line}" if line else str(self.path)
+                    print(f"xharness: warning: {where}: {'.'.join((*table, key))}: {warning}", file=sys.stderr)
             return dict(value)
         if key == "runtime":
             if not isinstance(value, dict):

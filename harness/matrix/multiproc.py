@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from harness import hooks
+from harness import hooks, settings
 from harness.matrix.events import Event, EventReader
 
 #: exit statuses of a pytest session that ended by itself
@@ -106,12 +106,12 @@ class Turns:
 
     @classmethod
     def from_env(cls, environ: dict[str, str] | os._Environ[str]) -> Turns | None:
-        directory = environ.get(TURN_DIR_ENV)
+        directory = settings.raw(TURN_DIR_ENV, environ) or None
         if not directory:
             return None
-        order = [int(r) for r in environ[TURN_ORDER_ENV].split(",")]
-        timeout = float(environ.get(TURN_TIMEOUT_ENV) or 120)
-        return cls(Path(directory), order, int(environ["HARNESS_PROCESS_ID"]), timeout)
+        order = [int(r) for r in settings.raw(TURN_ORDER_ENV, environ).split(",")]
+        timeout = float(settings.read(TURN_TIMEOUT_ENV, environ) or 120)
+        return cls(Path(directory), order, int(settings.read("HARNESS_PROCESS_ID", environ)), timeout)
 
 
 #: this process' turns, when ``launch_rank`` started it as one rank of a launch (never inherited:

@@ -38,6 +38,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
+from harness import settings
 from harness.adapters.runtimes import RUNTIMES, UnknownRelease
 from harness.releases import interpreters
 from harness.releases.interpreters import Interpreter, InterpreterError
@@ -88,7 +89,7 @@ class ReleaseEnv:
 
 def env_root() -> Path:
     """``$XHARNESS_ENV_DIR``, else ``~/.cache/xharness/envs``."""
-    configured = os.environ.get(ENV_DIR_VARIABLE, "").strip()
+    configured = settings.raw(ENV_DIR_VARIABLE).strip()
     return Path(configured).expanduser() if configured else Path.home() / ".cache/xharness/envs"
 
 
@@ -149,7 +150,7 @@ def requirements_for(runtime: str, release: str) -> list[str]:
 
 
 def extra_pip_args() -> list[str]:
-    return os.environ.get(PIP_ARGS_VARIABLE, "").split()
+    return settings.raw(PIP_ARGS_VARIABLE).split()
 
 
 def pip_environment() -> dict[str, str]:

@@ -24,10 +24,9 @@ does not change it.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, fields
 
-from harness import hooks
+from harness import hooks, settings
 
 #: the names of a matmul precision that are accepted, each with its canonical name (JAX's
 #: ``jax.lax.Precision`` aliases: the same three levels under the names of the formats they use)
@@ -56,11 +55,6 @@ def matmul_precision(value: object) -> str:
     return MATMUL_PRECISIONS[name]
 
 
-def _env_flag(name: str, default: bool) -> bool:
-    raw = os.environ.get(name)
-    if raw is None or raw == "":
-        return default
-    return raw.strip().lower() not in ("0", "false", "no", "off")
 
 
 @dataclass
@@ -79,22 +73,16 @@ class Options:
 
 def _from_env() -> Options:
     return Options(
-        functionalization=not _env_flag("HARNESS_DISABLE_FUNCTIONALIZATION", False),
-        param_aliasing=_env_flag("HARNESS_PARAM_ALIASING", True),
-        execution_delay=float(os.environ.get("HARNESS_EXECUTION_DELAY", "0") or 0),
-        completion_delay=float(os.environ.get("HARNESS_COMPLETION_DELAY", "0") or 0),
-        num_slices=int(os.environ.get("HARNESS_NUM_SLICES", "1") or 1),
-        wait_timeout=float(os.environ.get("HARNESS_WAIT_TIMEOUT", "600") or 600),
-        matmul_precision=_env_precision(),
+        # every value checked by its declaration (``harness.settings``): a bad one raises there,
+        # naming the variable, and ``xharness`` refuses it before any process starts
+        functionalization=not settings.read("HARNESS_DISABLE_FUNCTIONALIZATION"),
+        param_aliasing=settings.read("HARNESS_PARAM_ALIASING"),
+        execution_delay=settings.read("HARNESS_EXECUTION_DELAY"),
+        completion_delay=settings.read("HARNESS_COMPLETION_DELAY"),
+        num_slices=settings.read("HARNESS_NUM_SLICES"),
+        wait_timeout=settings.read("HARNESS_WAIT_TIMEOUT"),
+        matmul_precision=settings.read("HARNESS_MATMUL_PRECISION"),
     )
-
-
-def _env_precision() -> str:
-    raw = os.environ.get("HARNESS_MATMUL_PRECISION") or "highest"
-    try:
-        return matmul_precision(raw)
-    except ValueError as exc:
-        raise ValueError(f"HARNESS_MATMUL_PRECISION: {exc}") from None
 
 
 options = _from_env()

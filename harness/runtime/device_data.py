@@ -9,12 +9,11 @@ race of issue #9128).
 from __future__ import annotations
 
 import ctypes
-import os
 from typing import Any
 
 import jax
 
-from harness import sched
+from harness import sched, settings
 from harness.runtime import ir
 from harness.runtime.deadlines import Ticket, await_latch
 from harness.runtime.errors import DonatedBufferError, PlaceholderAccessError
@@ -22,7 +21,7 @@ from harness.runtime.errors import DonatedBufferError, PlaceholderAccessError
 
 def crash_mode() -> str:
     """``signal`` turns a placeholder read into a real SIGSEGV, as upstream crashed."""
-    return os.environ.get("HARNESS_CRASH_MODE", "raise")
+    return str(settings.read("HARNESS_CRASH_MODE"))
 
 
 def input_key(aval: ir.Aval, sharding: Any) -> tuple:

@@ -9,11 +9,11 @@ run follows the buggy mechanism rather than raising a canned error.
 
 from __future__ import annotations
 
-import os
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from harness import settings
 from harness.runtime import seams
 
 RACE_ON_HANDLES = "race-on-handles"
@@ -51,7 +51,7 @@ _env_cache: tuple[str, frozenset[str]] = ("", frozenset())
 
 def _from_env() -> frozenset[str]:
     global _env_cache
-    raw = os.environ.get("HARNESS_FAULTS", "")
+    raw = settings.raw("HARNESS_FAULTS")
     cached_raw, cached = _env_cache
     if raw == cached_raw:
         return cached

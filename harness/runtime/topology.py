@@ -13,13 +13,12 @@ traces a Pallas kernel). That backend discovers slices again unless the skip fla
 
 from __future__ import annotations
 
-import os
 import threading
 from dataclasses import dataclass
 
 import jax
 
-from harness import hooks, sched
+from harness import hooks, sched, settings
 from harness.runtime import config, seams
 from harness.runtime.errors import DuplicateDiscoveryError
 
@@ -132,7 +131,7 @@ def start_secondary_backend() -> None:
     with _lock:
         if _secondary_backend_started:
             return
-        if os.environ.get(SKIP_DISCOVERY_FLAG, "").lower() != "true":
+        if settings.raw(SKIP_DISCOVERY_FLAG).lower() != "true":
             _run_discovery()
         _secondary_backend_started = True
 
@@ -155,6 +154,6 @@ def discovered() -> Topology | None:
 
 # what the failure-safety invariant reads of this module (``harness.runtime.seams``)
 seams.register_lock("topology lock", _lock)
-seams.register_state("skip_flag", lambda: os.environ.get(SKIP_DISCOVERY_FLAG))
+seams.register_state("skip_flag", lambda: settings.raw(SKIP_DISCOVERY_FLAG) or None)
 seams.register_state("topology", discovered)
 seams.register_state("discoveries", discovery_count)

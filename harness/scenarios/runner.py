@@ -23,7 +23,6 @@ and failing schedule, and the one line that replays exactly that schedule.
 from __future__ import annotations
 
 import contextlib
-import os
 import shlex
 import time
 import traceback
@@ -31,7 +30,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from harness import sched
+from harness import sched, settings
 from harness.lazy import lazy
 from harness.scenarios import explore
 from harness.scenarios.base import Context, Scenario, Variant, current_backend
@@ -111,7 +110,8 @@ def repro_command(
     """The one line that replays a run exactly, environment switches included. An explored run
     names its strategy (the seed then fixes every schedule), a replayed one its schedule."""
     names = REPLAY_ENV if cell else REPLAY_ENV + RUNTIME_ENV
-    parts = [f"{k}={shlex.quote(os.environ[k])}" for k in names if os.environ.get(k)]
+    # the checked value of each, as the harness read it (``harness.settings``)
+    parts = [f"{k}={shlex.quote(settings.text(k))}" for k in names if settings.raw(k).strip()]
     parts += ["xharness", "repro", scenario_id]
     if inject:
         parts.append("--inject")
@@ -127,7 +127,7 @@ def repro_command(
 
 def forced_on_note(scenario: Scenario, inject: bool, harness_faults: str | None = None) -> str:
     """The note a fixed run gets when ``HARNESS_FAULTS`` turns the scenario's own switch on."""
-    raw = os.environ.get("HARNESS_FAULTS", "") if harness_faults is None else harness_faults
+    raw = settings.raw("HARNESS_FAULTS") if harness_faults is None else harness_faults
     names = {n.strip() for n in raw.split(",")}
     if inject or scenario.fault not in names:
         return ""

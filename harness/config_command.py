@@ -1,0 +1,78 @@
+"""``xharness config``: every declared setting, its effective value, and where the value came from.
+
+As ``git config --show-origin`` or ``pip config list`` do: the environment's variables (set, or
+their defaults) and the project's ``[tool.xharness]`` keys (the file and line they are set on, or
+the default), from the declaration in ``harness.settings``. Both are checked first, as every
+command checks them, so a bad value exits 2 here too. ``--markdown`` prints the README's table of
+settings, which a selftest keeps equal to the declaration.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from harness import project, settings
+from harness.errors import UsageError
+
+
+def add_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser(
+        "config",
+        help="show every setting, its value and where it came from",
+        description="Every setting the harness reads (environment variables and [tool.xharness] "
+        "keys) with its effective value and its source: the environment, the project file and "
+        "line, or the default. Exit 2 when one has a value it does not accept.",
+    )
+    out = p.add_mutually_exclusive_group()
+    out.add_argument("--json", action="store_true", help="one JSON object")
+    out.add_argument("--markdown", action="store_true", help="the table of settings (the README's)")
+    p.add_argument("--all", action="store_true",
+                   help="also the variables the harness sets for the processes it starts")
+    p.set_defaults(handler=cmd_config)
+
+
+def cmd_config(args: argparse.Namespace) -> int:
+    if args.markdown:
+        print(settings.markdown_table(), end="")
+        return 0
+    try:
+        own = project.load()
+    except project.ProjectError as exc:
+        raise UsageError(str(exc)) from None
+    rows = [r for r in settings.effective(project=_project_values(own)) if args.all or not r.internal]
+    if args.json:
+        print(json.dumps({"project": str(own.path) if own.path else None, "root": str(own.root),
+                          "settings": [r.to_dict() for r in rows]}, indent=2))
+        return 0
+    print(f"project: {own.describe()} (root {own.root})")
+    width = max(len(f"{r.name}={r.value}") for r in rows)
+    for row in rows:
+        print(f"{f'{row.name}={row.value}':<{width}}  {row.source}")
+    return 0
+
+
+def _project_values(own: project.Project) -> Any:
+    """``key -> (value, "file:line")`` for the keys the project file sets."""
+    if own.path is None:
+        return lambda key: None
+    text = own.path.read_text(encoding="utf-8")
+    data = tomllib.loads(text)
+    table = data if own.path.name == project.OWN_FILE else data.get("tool", {}).get("xharness", {})
+    lines = text.splitlines()
+
+    def found(key: str) -> tuple[str, str] | None:
+        if key not in table:
+            return None
+        value = table[key]
+        shown = f"{len(value)} cell(s)" if key == "cells" else json.dumps(value)
+        line = next((n for n, t in enumerate(lines, 1)
+                     if re.match(rf"^\s*(\[\[\s*(tool\.xharness\.)?)?{re.escape(key)}\b", t)), None)
+        where = Path(own.path)  # type: ignore[arg-type]
+        return shown, f"{where}:{line}" if line else str(where)
+
+    return found
