@@ -31,8 +31,6 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-a
     out = p.add_mutually_exclusive_group()
     out.add_argument("--json", action="store_true", help="one JSON object")
     out.add_argument("--markdown", action="store_true", help="the table of settings (the README's)")
-    p.add_argument("--all", action="store_true",
-                   help="also the variables the harness sets for the processes it starts")
     p.set_defaults(handler=cmd_config)
 
 
@@ -44,7 +42,14 @@ def cmd_config(args: argparse.Namespace) -> int:
         own = project.load()
     except project.ProjectError as exc:
         raise UsageError(str(exc)) from None
-    rows = [r for r in settings.effective(project=_project_values(own)) if args.all or not r.internal]
+    try:
+        from harness.matrix.config import MatrixError, project_matrix
+
+        matrix = project_matrix(own)
+        where = f"{matrix.path} ({len(matrix.cells)} cells: xharness cells --json)"
+    except MatrixError as exc:
+        raise UsageError(str(exc)) from None
+    rows = settings.effective(project=_project_values(own), matrix=where)
     if args.json:
         print(json.dumps({"project": str(own.path) if own.path else None, "root": str(own.root),
                           "settings": [r.to_dict() for r in rows]}, indent=2))
@@ -52,7 +57,9 @@ def cmd_config(args: argparse.Namespace) -> int:
     print(f"project: {own.describe()} (root {own.root})")
     width = max(len(f"{r.name}={r.value}") for r in rows)
     for row in rows:
-        print(f"{f'{row.name}={row.value}':<{width}}  {row.source}")
+        label = f"{row.where}: {row.name}" if row.where != settings.ENV else row.name
+        internal = "  (set by the harness for its own processes)" if row.internal else ""
+        print(f"{f'{label}={row.value}':<{width + 20}}  {row.source}{internal}")
     return 0
 
 

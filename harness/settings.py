@@ -372,10 +372,11 @@ class Effective:
 
 
 def effective(environ: Mapping[str, str] | None = None,
-              project: Callable[[str], tuple[str, str] | None] | None = None) -> list[Effective]:
+              project: Callable[[str], tuple[str, str] | None] | None = None,
+              matrix: str = "") -> list[Effective]:
     """Every declared setting with its value and source: the environment's variables (set, or
-    their defaults), then ``[tool.xharness]``'s keys (``project(key)`` gives the value and the
-    file, or None for the default)."""
+    their defaults), ``[tool.xharness]``'s keys (``project(key)`` gives the value and the file,
+    or None for the default), and a cell's keys, whose values are each cell's in ``matrix``."""
     env = os.environ if environ is None else environ
     rows = []
     for s in SETTINGS:
@@ -390,6 +391,8 @@ def effective(environ: Mapping[str, str] | None = None,
             rows.append(Effective(s.name, found[0], found[1], PROJECT, s.meaning))
         else:
             rows.append(Effective(s.name, s.default, "default", PROJECT, s.meaning))
+    for s in keys(CELL).values():
+        rows.append(Effective(s.name, "per cell", matrix or "the matrix", CELL, s.meaning))
     return rows
 
 

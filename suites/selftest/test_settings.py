@@ -83,12 +83,16 @@ def test_config_shows_every_setting_and_its_source(tmp_path: Path, monkeypatch: 
     assert rows[("[tool.xharness]", "reports")] | {} == rows[("[tool.xharness]", "reports")]
     assert rows[("[tool.xharness]", "reports")]["source"] == f"{tmp_path / 'pyproject.toml'}:5"
     assert rows[("[tool.xharness]", "matrix")]["source"] == "default"
-    public = {s.name for s in settings.SETTINGS if not s.internal}
-    assert {n for w, n in rows if w == "environment"} == public
-    assert cli.main(["config", "--all", "--json"]) == 0
-    assert len(json.loads(capsys.readouterr().out)["settings"]) == len(settings.SETTINGS) + len(settings.keys(settings.PROJECT))
+    # every declared setting, each once
+    assert {n for w, n in rows if w == "environment"} == set(settings.ENVIRONMENT)
+    assert {n for w, n in rows if w == "[tool.xharness]"} == set(settings.keys(settings.PROJECT))
+    assert {n for w, n in rows if w == "matrix cell"} == set(settings.keys(settings.CELL))
+    assert len(shown["settings"]) == len(settings.SETTINGS) + len(settings.KEYS)
+    assert rows[("matrix cell", "timeout")]["source"].endswith("(2 cells: xharness cells --json)")
     assert cli.main(["config"]) == 0
-    assert re.search(r"^HARNESS_WAIT_TIMEOUT=30\s+environment$", capsys.readouterr().out, re.MULTILINE)
+    text = capsys.readouterr().out
+    assert re.search(r"^HARNESS_WAIT_TIMEOUT=30\s+environment$", text, re.MULTILINE)
+    assert re.search(r"^HARNESS_PROCESS_ID=0\s+default  \(set by the harness for its own processes\)$", text, re.MULTILINE)
 
 
 def test_the_readme_table_is_the_declaration() -> None:
