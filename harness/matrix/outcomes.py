@@ -15,10 +15,11 @@ from harness.report.records import (
     KIND_MEMORY,
     PASSED,
     SKIPPED,
+    XFAILED,
     Attempt,
 )
 
-_SEVERITY = {SKIPPED: 0, PASSED: 1, FAILED: 2, ERROR: 3}
+_SEVERITY = {SKIPPED: 0, PASSED: 1, XFAILED: 2, FAILED: 3, ERROR: 4}
 
 
 def attempt_from_reports(reports: list[Event]) -> Attempt:
@@ -49,8 +50,9 @@ def attempt_from_reports(reports: list[Event]) -> Attempt:
         first = skipped[0]
         attempt.outcome = SKIPPED
         reason = str(first.get("message") or "")
-        if first.get("wasxfail") is not None:
-            reason = f"xfail: {first.get('wasxfail') or reason}"
+        if first.get("wasxfail") is not None:  # an expected failure: a known bug, kept apart
+            attempt.outcome = XFAILED
+            reason = first.get("wasxfail") or reason
         attempt.message = reason.removeprefix("Skipped: ")
     return attempt
 
@@ -69,7 +71,7 @@ def merge_ranks(per_rank: dict[int, Attempt]) -> Attempt:
     if len(per_rank) == 1:
         return next(iter(per_rank.values()))
     ranks = sorted(per_rank)
-    worst_rank = max(ranks, key=lambda r: (_SEVERITY.get(per_rank[r].outcome, 3), -r))
+    worst_rank = max(ranks, key=lambda r: (_SEVERITY.get(per_rank[r].outcome, 4), -r))
     worst = per_rank[worst_rank]
     bad = [r for r in ranks if per_rank[r].outcome in (FAILED, ERROR)]
     message = worst.message

@@ -31,6 +31,7 @@ from harness.releases.release_spec import ReleaseSpec
 from harness.report.properties import CHECK_CATALOG
 from harness.scenarios.expected import (
     ExpectedTableError,
+    shown_verdict,
 )
 from harness.scenarios.expected import load as load_table
 
@@ -177,7 +178,7 @@ def check_summary(check: ReleaseCheck, records: list[Any], wall: float, junit: P
 
 
 #: the classifications a check's counts always name (a flaky test passed on a rerun)
-CHECK_COUNTS = ("passed", "failed", "error", "skipped", "flaky")
+CHECK_COUNTS = ("passed", "failed", "error", "skipped", "flaky", "xfailed")
 
 
 def _rows(records: list[Any]) -> list[dict[str, str]]:
@@ -186,7 +187,8 @@ def _rows(records: list[Any]) -> list[dict[str, str]]:
     rows = []
     for record in records:
         props = record.properties
-        verdict = props.get("verdict") or record.classification
+        verdict = (shown_verdict(props["verdict"], props.get("actual")) if props.get("verdict")
+                   else record.classification)
         if record.classification in ("error", "failed") and "verdict" not in props:
             verdict = record.classification
         rows.append({

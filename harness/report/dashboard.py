@@ -25,6 +25,7 @@ from harness.report.heatmap import (
     group_of,
     message_of,
     natural_key,
+    outcomes_shown,
     problems,
     repro_of,
     stack_of,
@@ -40,7 +41,8 @@ from harness.report.properties import (
     RELEASE_RUNTIME,
     SCENARIO_CHECKS,
 )
-from harness.report.records import ERROR, FAILED, FLAKY, PASSED, SKIPPED, TestRecord
+from harness.report.records import ERROR, FAILED, FLAKY, PASSED, SKIPPED, XFAILED, TestRecord
+from harness.scenarios.expected import KNOWN_BUG, shown_verdict
 
 #: a run this large still renders; the rest is in the JUnit file
 MAX_PROBLEMS_SHOWN = 300
@@ -52,6 +54,7 @@ COLORS = {
     FAILED: "#c62828",
     ERROR: "#6a1b9a",
     SKIPPED: "#757575",
+    XFAILED: "#e65100",  # a known bug: neither the pass green nor the failure red
     EMPTY: "#eeeeee",
 }
 _TEXT_ON = {FLAKY: "#000", EMPTY: "#555"}
@@ -89,7 +92,7 @@ def _seconds(value: float) -> str:
 
 def _totals(total: Tally) -> str:
     spans = [f"<span><b>{total.total}</b> tests</span>"]
-    spans += [f"<span>{_badge(o)} {total.counts[o]}</span>" for o in SEVERITY]
+    spans += [f"<span>{_badge(o)} {total.counts[o]}</span>" for o in outcomes_shown(SEVERITY, total.counts)]
     spans.append(f"<span>time {_seconds(total.duration)}</span>")
     return f'<p class="totals" id="totals">{"".join(spans)}</p>'
 
@@ -233,6 +236,7 @@ def _problem(record: TestRecord, anchor: str) -> str:
 #: colours of the verdicts on real runtimes (``harness.scenarios.expected``)
 VERDICT_COLORS = {
     "as-expected": COLORS[PASSED],
+    KNOWN_BUG: COLORS[XFAILED],  # as expected, and the expectation is the bug: never a pass's green
     "skipped": COLORS[SKIPPED],
     "regressed": COLORS[FAILED],
     "unexpectedly-fixed": COLORS[FLAKY],
@@ -358,7 +362,7 @@ def _releases(records: Sequence[TestRecord]) -> str:
                 tds.append(f'<td class="hm" style="{_style(EMPTY)}">-</td>')
                 continue
             props = record.properties
-            verdict = props["verdict"]
+            verdict = shown_verdict(props["verdict"], props.get("actual"))
             color = VERDICT_COLORS.get(verdict, COLORS[ERROR])
             text = "#000" if verdict == "unexpectedly-fixed" else "#fff"
             reason = props.get("reason") or (message_of(record.final) if record.attempts else verdict)
@@ -366,7 +370,8 @@ def _releases(records: Sequence[TestRecord]) -> str:
             tds.append(
                 f'<td class="hm release" style="background:{color};color:{text}" title="{title}">'
                 f"{escape(props.get('expected', '-'))} &rarr; {escape(props.get('actual', '-'))}"
-                f"<br><b>{escape(verdict)}</b>{_bisect_mark(record)}</td>"
+                f"<br><b>{escape(verdict.replace('-', ' ') if verdict == KNOWN_BUG else verdict)}</b>"
+                f"{_bisect_mark(record)}</td>"
             )
         if answers:
             tds.append(_bisect_cell(answers.get(row, [])))

@@ -14,14 +14,24 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from harness.report.junit import attempt_message
-from harness.report.records import ERROR, FAILED, FLAKY, PASSED, SKIPPED, Attempt, TestRecord
+from harness.report.records import (
+    ERROR,
+    FAILED,
+    FLAKY,
+    PASSED,
+    SKIPPED,
+    XFAILED,
+    Attempt,
+    TestRecord,
+)
 
-#: most severe first: a grid cell shows the worst classification among its tests
-SEVERITY = (ERROR, FAILED, FLAKY, PASSED, SKIPPED)
+#: most severe first: a grid cell shows the worst classification among its tests (a known bug is
+#: worse than a pass: a release that carries one is not all green)
+SEVERITY = (ERROR, FAILED, FLAKY, XFAILED, PASSED, SKIPPED)
 EMPTY = "empty"
 
 #: short words shown next to the colour, so the grid reads without colour vision
-WORDS = {ERROR: "ERROR", FAILED: "FAIL", FLAKY: "FLAKY", PASSED: "pass", SKIPPED: "skip"}
+WORDS = {ERROR: "ERROR", FAILED: "FAIL", FLAKY: "FLAKY", XFAILED: "known bug", PASSED: "pass", SKIPPED: "skip"}
 
 
 @dataclass
@@ -55,8 +65,18 @@ class Tally:
 
     def breakdown(self) -> str:
         """e.g. ``3 passed, 1 failed``: every non-zero count, most severe first."""
-        parts = [f"{self.counts[o]} {o}" for o in SEVERITY if self.counts[o]]
+        parts = [f"{self.counts[o]} {NAMES.get(o, o)}" for o in SEVERITY if self.counts[o]]
         return ", ".join(parts) or "no tests"
+
+
+def outcomes_shown(outcomes: Iterable[str], counts: Counter[str]) -> list[str]:
+    """The outcomes a totals line shows: every one, and known bugs only where there are some (a
+    run of the harness' own suites has none, and its line reads as it always did)."""
+    return [o for o in outcomes if o != XFAILED or counts[o]]
+
+
+#: how a totals line names each outcome
+NAMES = {XFAILED: "known bugs"}
 
 
 def group_of(record: TestRecord) -> str:

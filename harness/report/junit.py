@@ -45,6 +45,8 @@ from harness.report.records import (
     KIND_TIMEOUT,
     PASSED,
     SKIPPED,
+    XFAIL_TYPE,
+    XFAILED,
     Attempt,
     TestRecord,
 )
@@ -216,9 +218,11 @@ def record_to_case(record: TestRecord, title: str | None = None) -> Case:
         if final.details:
             result.text = xml_text(final.details)
         case.result = result
-    elif final.outcome == SKIPPED:
+    elif final.outcome in (SKIPPED, XFAILED):
         skipped = Skipped()
         skipped.message = xml_text(final.message, MAX_MESSAGE_CHARS)
+        if final.outcome == XFAILED:
+            skipped.type = XFAIL_TYPE
         if final.details:
             skipped.text = xml_text(final.details)
         case.result = skipped
@@ -346,6 +350,8 @@ def case_to_record(case: Case, cell: str, source: Path) -> TestRecord:
     if results:
         result = results[0]
         final.outcome = {Failure: FAILED, Error: ERROR, Skipped: SKIPPED}[type(result)]
+        if final.outcome == SKIPPED and result.type == XFAIL_TYPE:
+            final.outcome = XFAILED
         final.message = result.message or ""
         final.details = result.text or ""
         final.kind = _kind(result.type) if final.outcome == ERROR else ""

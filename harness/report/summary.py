@@ -16,6 +16,7 @@ from html import escape
 
 from harness.report.heatmap import (
     EMPTY,
+    NAMES,
     SEVERITY,
     WORDS,
     build_grid,
@@ -23,11 +24,12 @@ from harness.report.heatmap import (
     failing_attempt,
     message_of,
     natural_key,
+    outcomes_shown,
     problems,
     repro_of,
     stack_of,
 )
-from harness.report.records import ERROR, FAILED, FLAKY, PASSED, SKIPPED, TestRecord
+from harness.report.records import ERROR, FAILED, FLAKY, PASSED, SKIPPED, XFAILED, TestRecord
 
 #: GitHub's limit for one step's summary
 SUMMARY_LIMIT = 1024 * 1024
@@ -39,7 +41,7 @@ MESSAGE_CHARS = 2000
 STACK_LINES = 15
 LINE_CHARS = 300
 
-SQUARES = {ERROR: "🟪", FAILED: "🟥", FLAKY: "🟨", PASSED: "🟩", SKIPPED: "⬜", EMPTY: "·"}
+SQUARES = {ERROR: "🟪", FAILED: "🟥", FLAKY: "🟨", XFAILED: "🟧", PASSED: "🟩", SKIPPED: "⬜", EMPTY: "·"}
 
 
 class _Budget:
@@ -122,7 +124,7 @@ def _releases_section(records: Sequence[TestRecord]) -> str:
     are in the failures below, like every other cell's."""
     from harness.report.dashboard import release_check_of, release_of
     from harness.report.properties import CHECK_CATALOG
-    from harness.scenarios.expected import GREEN
+    from harness.scenarios.expected import GREEN, KNOWN_BUG, shown_verdict
 
     table: dict[str, dict[str, Counter[str]]] = {}
     for record in records:
@@ -130,8 +132,8 @@ def _releases_section(records: Sequence[TestRecord]) -> str:
         if not check:
             continue
         key = record.classification
-        if check == CHECK_CATALOG:
-            key = record.properties.get("verdict") or key
+        if check == CHECK_CATALOG and record.properties.get("verdict"):
+            key = shown_verdict(record.properties["verdict"], record.properties.get("actual"))
         table.setdefault(release_of(record), {}).setdefault(check, Counter())[key] += 1
     if not table:
         return ""
@@ -147,12 +149,14 @@ def _releases_section(records: Sequence[TestRecord]) -> str:
             if not counts:
                 cells.append("-")
                 continue
-            bad = (any(k not in GREEN for k in counts) if check == CHECK_CATALOG
+            bad = (any(k not in (*GREEN, KNOWN_BUG) for k in counts) if check == CHECK_CATALOG
                    else bool(counts[FAILED] or counts[ERROR]))
+            known = counts[KNOWN_BUG] or counts[XFAILED]
             order = {k: i for i, k in enumerate(SEVERITY)}  # most severe first, verdicts by count
             ranked = sorted(counts.items(), key=lambda kv: (order.get(kv[0], len(order)), -kv[1], kv[0]))
             text = ", ".join(f"{n} {k}" for k, n in ranked)
-            cells.append(f"{SQUARES[FAILED] if bad else SQUARES[PASSED]} {inline(text)}")
+            square = SQUARES[FAILED] if bad else SQUARES[XFAILED] if known else SQUARES[PASSED]
+            cells.append(f"{square} {inline(text)}")
         lines.append(f"| {code(release)} | " + " | ".join(cells) + " |\n")
     return "".join(lines) + "\n"
 
@@ -170,7 +174,7 @@ def render_summary(
     failing = total.counts[FAILED] + total.counts[ERROR]
     verdict = f"{SQUARES[FAILED]} failing" if failing else f"{SQUARES[PASSED]} passing"
     budget = _Budget(limit - _NOTE_RESERVE)
-    counts = " · ".join(f"{o} **{total.counts[o]}**" for o in SEVERITY)
+    counts = " · ".join(f"{NAMES.get(o, o)} **{total.counts[o]}**" for o in outcomes_shown(SEVERITY, total.counts))
     budget.add(
         f"## {inline(title)}: {verdict}\n\n**{total.total}** tests over {len(grid.cols)} "
         f"cell(s): {counts} · time {total.duration:.1f} s\n\n"

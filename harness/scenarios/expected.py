@@ -56,6 +56,14 @@ AS_EXPECTED, REGRESSED, UNEXPECTEDLY_FIXED, UNEXPECTED = (
 VERDICT_SKIPPED = "skipped"
 VERDICTS = (AS_EXPECTED, REGRESSED, UNEXPECTEDLY_FIXED, UNEXPECTED, VERDICT_SKIPPED)
 GREEN = (AS_EXPECTED, VERDICT_SKIPPED)
+#: how a report shows an ``as-expected`` verdict whose outcome is the bug itself: the release
+#: carries a known bug. Green for CI (the table says so), and never drawn as a pass
+KNOWN_BUG = "known-bug"
+
+
+def shown_verdict(verdict: str, actual: str | None) -> str:
+    """The verdict a report shows: :data:`KNOWN_BUG` for a bug that reproduced as expected."""
+    return KNOWN_BUG if verdict == AS_EXPECTED and actual == REPRODUCED else verdict
 #: the harness' own runtimes a row may name (the reference runtime is judged by its fault switches
 #: instead); a project's table may name its plugins' runtimes too (``runtimes()``)
 REAL_RUNTIMES = tuple(sorted(RELEASED))

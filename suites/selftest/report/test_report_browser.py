@@ -85,3 +85,25 @@ def test_screenshot_saved_under_reports(page: Path, tmp_path: Path) -> None:
     assert data.startswith(b"\x89PNG\r\n\x1a\n")
     assert int.from_bytes(data[16:20], "big") == 1280  # IHDR width
     assert len(data) > 20_000  # a rendered page, not a blank frame
+
+
+def test_known_bugs_are_drawn_in_their_own_colour(tmp_path: Path) -> None:
+    """A release carrying three known bugs, as Chromium draws it: the known-bug colour fills their
+    cells in the heat map and the release table, apart from the pass green and the failure red."""
+    from known_bugs import KNOWN, release_records
+    from png_pixels import count_colour, read_png
+
+    from harness.report.dashboard import COLORS
+    from harness.report.records import FAILED, PASSED, XFAILED
+
+    records = release_records()
+    page = tmp_path / "index.html"
+    publish(records, to_bytes(build_report(records)), page, None, None)
+    shot = tmp_path / "shot.png"
+    chromium(tmp_path / "profile", f"--screenshot={shot}", "--window-size=1280,1600", page.as_uri())
+    pixels = read_png(shot)
+    known, green, red = (count_colour(pixels, COLORS[o]) for o in (XFAILED, PASSED, FAILED))
+    # each known bug's cell is drawn twice (heat map, release table), each some hundreds of pixels
+    assert known > 2 * len(KNOWN) * 300, (known, green, red)
+    assert green > 300 and red > 300  # the fixed scenario and the regression, in their own colours
+    assert known > green  # three known bugs against one pass: the page is not read as green
