@@ -216,6 +216,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("XHARNESS_ENV_DIR", _PATH, "~/.cache/xharness/envs", "where release environments are built and cached"),
     Setting("XHARNESS_PIP_ARGS", Text("pip arguments, split as a shell splits words"), "",
             "extra arguments for every pip run that builds or lists releases (an index mirror...)"),
+    Setting("XHARNESS_RUNS", Integer("a whole number, 1 or more"), "3",
+            "fresh processes each race or crash trigger of a release runs in; the verdict counts them all"),
     Setting("XHARNESS_PYTHONS", Text(f"interpreter paths separated by {os.pathsep!r}"), "",
             "interpreters to build release environments with, before the one running"),
     # -- the environment, read by the ci/ scripts

@@ -29,6 +29,7 @@ from harness.releases.release_spec import ReleaseSpec
 from harness.scenarios import upstream_torch_xla as upstream
 from harness.scenarios.expected import (
     FAILED,
+    FLAKY,
     PASSED,
     REPRODUCED,
     SKIPPED,
@@ -117,10 +118,20 @@ class ScenarioRun:
 
 def aggregate(variants: list[VariantOutcome]) -> str:
     outcomes = {v.outcome for v in variants}
-    for outcome in (FAILED, REPRODUCED, PASSED):
+    for outcome in (FAILED, FLAKY, REPRODUCED, PASSED):
         if outcome in outcomes:
             return outcome
     return SKIPPED
+
+
+def flaky_counts(variants: list[VariantOutcome]) -> dict[str, int]:
+    """The outcome counts of the variants whose runs disagreed (what a flaky scenario is judged by)."""
+    counts: dict[str, int] = {}
+    for variant in variants:
+        if variant.outcome == FLAKY:
+            for outcome, n in variant.counts.items():
+                counts[outcome] = counts.get(outcome, 0) + n
+    return counts
 
 
 def run_scenario(
@@ -137,18 +148,19 @@ def run_scenario(
         verdict = Verdict(VERDICT_SKIPPED, None, SKIPPED,
                           f"no {runtime} reproducer of {scenario} yet (harness/scenarios/upstream_{runtime}.py)")
         return ScenarioRun(runtime, "", scenario, SKIPPED, verdict, [], 0.0)
-    variants = [upstream.run_variant(r, python, timeout) for r in upstream.reproducers(scenario, runtime)]
+    variants = [upstream.run_repeated(r, python, timeout) for r in upstream.reproducers(scenario, runtime)]
     outcome = aggregate(variants)
     release = next((v.release for v in variants if v.release), "")
     machine_skip = outcome == SKIPPED and all(v.machine_skip for v in variants)
     table = table or load_table()
     backend = next((v.backend for v in variants if v.backend), "") or "cpu"
     if release:
-        verdict = table.judge(runtime, release, scenario, outcome, machine_skip, backend=backend)
+        verdict = table.judge(runtime, release, scenario, outcome, machine_skip, backend=backend,
+                              counts=flaky_counts(variants))
     else:  # no variant said which release it ran: nothing to compare with
         from harness.scenarios.expected import judge
 
-        verdict = judge(None, outcome, machine_skip)
+        verdict = judge(None, outcome, machine_skip, counts=flaky_counts(variants))
     return ScenarioRun(runtime, release, scenario, outcome, verdict, variants,
                        round(time.monotonic() - started, 3))
 

@@ -240,6 +240,7 @@ VERDICT_COLORS = {
     "skipped": COLORS[SKIPPED],
     "regressed": COLORS[FAILED],
     "unexpectedly-fixed": COLORS[FLAKY],
+    "flaky": COLORS[FLAKY],  # the runs of a trigger disagreed beyond the row's rate
     "unexpected": COLORS[ERROR],
     "not-installed": COLORS[ERROR],
 }

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import re
 import tomllib
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -47,6 +48,9 @@ from harness.scenarios.base import BACKENDS
 
 REPRODUCED, PASSED, FAILED, SKIPPED = "reproduced", "passed", "failed", "skipped"
 OUTCOMES = (REPRODUCED, PASSED, FAILED, SKIPPED)
+#: an outcome that differed between the runs of one trigger (a race or a crash run several times,
+#: each in a fresh process): never a row's outcome, and never judged as one run's outcome
+FLAKY = "flaky"
 AS_EXPECTED, REGRESSED, UNEXPECTEDLY_FIXED, UNEXPECTED = (
     "as-expected",
     "regressed",
@@ -54,7 +58,10 @@ AS_EXPECTED, REGRESSED, UNEXPECTEDLY_FIXED, UNEXPECTED = (
     "unexpected",
 )
 VERDICT_SKIPPED = "skipped"
-VERDICTS = (AS_EXPECTED, REGRESSED, UNEXPECTEDLY_FIXED, UNEXPECTED, VERDICT_SKIPPED)
+#: the runs disagreed, beyond what the row's rate allows: reported with the counts, never as a
+#: one-run verdict such as ``unexpectedly-fixed``
+VERDICT_FLAKY = "flaky"
+VERDICTS = (AS_EXPECTED, REGRESSED, UNEXPECTEDLY_FIXED, UNEXPECTED, VERDICT_SKIPPED, VERDICT_FLAKY)
 GREEN = (AS_EXPECTED, VERDICT_SKIPPED)
 #: how a report shows an ``as-expected`` verdict whose outcome is the bug itself: the release
 #: carries a known bug. Green for CI (the table says so), and never drawn as a pass
@@ -79,7 +86,7 @@ def runtimes() -> tuple[str, ...]:
 #: the backend of a row that names none, and of a run whose caller names none
 DEFAULT_BACKEND = "cpu"
 
-_ROW_KEYS = {"runtime", "releases", "scenario", "outcome", "why", "backend"}
+_ROW_KEYS = {"runtime", "releases", "scenario", "outcome", "why", "backend", "at_least"}
 _REQUIRED = ("runtime", "releases", "scenario", "outcome")
 
 
@@ -96,6 +103,12 @@ class Expectation:
     why: str = ""
     line: int | None = None
     backend: str = DEFAULT_BACKEND
+    #: ``(k, n)``: the outcome shows in at least ``k`` of every ``n`` runs (a race measured so);
+    #: None: in every run
+    at_least: tuple[int, int] | None = None
+
+    def rate(self) -> str:
+        return f"{self.at_least[0]} of {self.at_least[1]}" if self.at_least else "every time"
 
     def covers(
         self, runtime: str, release: str, scenario: str, backend: str = DEFAULT_BACKEND
@@ -159,11 +172,13 @@ class ExpectedTable:
         actual: str,
         machine_skip: bool = False,
         backend: str = DEFAULT_BACKEND,
+        counts: Mapping[str, int] | None = None,
     ) -> Verdict:
         """The verdict on a run of ``scenario`` on ``backend`` (the backend its variants ran on,
-        ``jax.default_backend()`` there): judged by that backend's row only."""
+        ``jax.default_backend()`` there): judged by that backend's row only. ``counts``: how
+        many runs showed each outcome, where the trigger ran several times."""
         row = self.lookup(runtime, release, scenario, backend)
-        return judge(row.outcome if row else None, actual, machine_skip, row, backend)
+        return judge(row.outcome if row else None, actual, machine_skip, row, backend, counts)
 
 
 def judge(
@@ -172,12 +187,28 @@ def judge(
     machine_skip: bool = False,
     row: Expectation | None = None,
     backend: str = DEFAULT_BACKEND,
+    counts: Mapping[str, int] | None = None,
 ) -> Verdict:
     """The verdict on ``actual`` given the table's ``expected`` outcome (see the module doc);
-    ``backend`` only words the reason when there is no row."""
-    if actual not in OUTCOMES:
+    ``backend`` only words the reason when there is no row. A :data:`FLAKY` outcome (the runs
+    of a trigger disagreed; ``counts`` says how) is as expected only when the row states a rate
+    (``at_least``) that the counts meet; otherwise it is :data:`VERDICT_FLAKY` with the counts,
+    never a verdict one run could have given."""
+    if actual != FLAKY and actual not in OUTCOMES:
         raise ValueError(f"unknown outcome {actual!r}")
     where = f" (expected.toml line {row.line})" if row is not None and row.line else ""
+    if actual == FLAKY:
+        seen = dict(counts or {})
+        total = sum(seen.values())
+        text = ", ".join(f"{o} {n} of {total}" for o, n in sorted(seen.items(), key=lambda kv: -kv[1]))
+        if row is not None and row.at_least and expected is not None and FAILED not in seen:
+            k, n = row.at_least
+            hits = seen.get(expected, 0)
+            if hits * n >= k * total:
+                return Verdict(AS_EXPECTED, expected, expected,
+                               f"{expected} in {hits} of {total} runs, as expected: at least {k} of {n}{where}")
+        wanted = f"{expected} {row.rate()}{where}" if row is not None and expected else "no rate"
+        return Verdict(VERDICT_FLAKY, expected, FLAKY, f"the runs disagreed ({text}); the table expects {wanted}")
     if actual == SKIPPED and (machine_skip or expected is None):
         why = "this machine cannot run it" if machine_skip else "the release cannot run it"
         return Verdict(VERDICT_SKIPPED, expected, actual, why)
@@ -267,4 +298,11 @@ def _row(path: Path, line: int | None, body: object, scenarios: tuple[str, ...])
     if backend not in BACKENDS:
         raise fail("backend", f"unknown backend {backend!r} (one of {', '.join(BACKENDS)}; "
                               "without the key: cpu)")
-    return Expectation(body["runtime"], releases, body["scenario"], body["outcome"], why, line, backend)
+    at_least = None
+    if "at_least" in body:
+        match = re.fullmatch(r"\s*(\d+)\s+of\s+(\d+)\s*", str(body["at_least"]))
+        k, n = (int(match.group(1)), int(match.group(2))) if match else (0, 0)
+        if not isinstance(body["at_least"], str) or not match or not 0 < k <= n:
+            raise fail("at_least", f"a rate like \"18 of 20\" (0 < k <= n), got {body['at_least']!r}")
+        at_least = (k, n)
+    return Expectation(body["runtime"], releases, body["scenario"], body["outcome"], why, line, backend, at_least)

@@ -51,3 +51,12 @@ class Reproducer:
     signatures: tuple[Signature, ...] = ()
     crashes: tuple[CrashSignature, ...] = ()
     runtime: str = RUNTIME  # the distribution whose version the outcome is judged by
+    #: a race: its outcome depends on timing, so one run is a sample, not an outcome
+    race: bool = False
+
+    def runs(self) -> int:
+        """Fresh processes the trigger runs in: ``XHARNESS_RUNS`` for a race or a trigger that
+        may crash (one run of those is a coin toss), one for the rest."""
+        from harness import settings
+
+        return int(settings.read("XHARNESS_RUNS")) if self.race or self.crashes else 1

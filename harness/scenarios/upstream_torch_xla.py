@@ -31,11 +31,13 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from harness.adapters.base import Unsupported
+from harness.scenarios import expected
 from harness.scenarios.base import InvariantViolation, Signature
 from harness.scenarios.reproducer import RUNTIME, CrashSignature, MachineLacks, Reproducer
 
 RESULT_MARKER = "XHARNESS-UPSTREAM-RESULT"
 REPRODUCED, PASSED, FAILED, SKIPPED = "reproduced", "passed", "failed", "skipped"
+FLAKY = expected.FLAKY  # the runs of a trigger disagreed (``run_repeated``)
 #: CPU devices a variant gets (PyTorch/XLA ignores JAX's device-count flags: CPU_NUM_DEVICES)
 CPU_DEVICES = 4
 STDERR_TAIL = 60
@@ -68,6 +70,9 @@ class VariantOutcome:
     exit_code: int | None = None
     seconds: float = 0.0
     command: str = ""  # the one line that reruns exactly this variant
+    #: how many of its runs showed each outcome (a race or crash trigger runs several times:
+    #: ``Reproducer.runs``); empty for a single run
+    counts: dict[str, int] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -485,12 +490,12 @@ REPRODUCERS: tuple[Reproducer, ...] = (
     Reproducer(
         "race-on-handles", "gradient-accumulation", gradient_accumulation_matches,
         "pytorch/xla#9078 test_train_spmd_linear_model.py::test_gradient_accumulation_matches",
-        signatures=(_PLACEHOLDER,), crashes=(_SIGSEGV,),
+        signatures=(_PLACEHOLDER,), crashes=(_SIGSEGV,), race=True,
     ),
     Reproducer(
         "race-on-handles", "helper-sequence-without-wait", helper_sequence_without_wait,
         "pytorch/xla#9128: gradient_accumulation.py before the wait_device_ops fix",
-        signatures=(_PLACEHOLDER,), crashes=(_SIGSEGV,),
+        signatures=(_PLACEHOLDER,), crashes=(_SIGSEGV,), race=True,
     ),
     Reproducer(
         "double-discovery", "flash-attention-multislice", flash_attention_multislice,
@@ -594,6 +599,28 @@ def command_line(rep: Reproducer, python: str) -> str:
     flags = " ".join(f"{k}={v}" for k, v in sorted(rep.env.items()))
     device = f"PJRT_DEVICE=CPU CPU_NUM_DEVICES={CPU_DEVICES} " if rep.runtime == RUNTIME else ""
     return (f"{flags} " if flags else "") + f"{device}{python} -m {__name__} {rep.scenario} {rep.variant}"
+
+
+def run_repeated(rep: Reproducer, python: str | None = None, timeout: float = DEFAULT_TIMEOUT) -> VariantOutcome:
+    """The variant run ``rep.runs()`` times, each in a fresh process (a crash is the signature of
+    one run, never of the next), its outcomes counted. Runs that agree are that outcome; runs that
+    disagree are ``flaky`` with the counts, and the first run that differed from the first is
+    kept as the details, so both sides of the coin are on record."""
+    runs = [run_variant(rep, python, timeout) for _ in range(rep.runs())]
+    first = runs[0]
+    if len(runs) == 1:
+        return first
+    counts: dict[str, int] = {}
+    for run in runs:
+        counts[run.outcome] = counts.get(run.outcome, 0) + 1
+    first.counts = counts
+    first.seconds = round(sum(r.seconds for r in runs), 3)
+    if len(counts) > 1:
+        other = next(r for r in runs if r.outcome != first.outcome)
+        first.details = (f"{first.details}\n\n--- a run that {other.outcome}: {other.error}\n{other.details}").strip()
+        first.outcome = FLAKY
+        first.error = ", ".join(f"{o} in {n} of {len(runs)} runs" for o, n in counts.items())
+    return first
 
 
 def run_variant(rep: Reproducer, python: str | None = None, timeout: float = DEFAULT_TIMEOUT) -> VariantOutcome:

@@ -163,3 +163,54 @@ def test_the_shipped_table_has_no_gpu_rows_yet() -> None:
     assert {r.backend for r in shipped.rows} == {"cpu"}
     assert shipped.lookup("jax", "0.10.2", "host-aliasing").outcome == "reproduced"
     assert shipped.lookup("jax", "0.10.2", "host-aliasing", "gpu") is None
+
+
+@pytest.mark.parametrize(("rate", "message"), [
+    ('"18 from 20"', 'a rate like "18 of 20"'), ('"0 of 5"', "0 < k <= n"), ('"6 of 5"', "0 < k <= n"),
+    ("18", 'a rate like "18 of 20"'),
+])
+def test_a_malformed_rate_names_its_line(tmp_path: Path, rate: str, message: str) -> None:
+    with pytest.raises(ex.ExpectedTableError, match=rf"expected.toml:1: expect.at_least: .*{message}"):
+        table(tmp_path, row(extra=f"at_least = {rate}"))
+
+
+def test_runs_that_disagree_are_flaky_unless_the_row_states_a_rate_they_meet(tmp_path: Path) -> None:
+    every = table(tmp_path, row("<2.6"))
+    rated = table(tmp_path, row("<2.6", extra='at_least = "18 of 20"'))
+    assert rated.lookup("torch_xla", "2.5.1", "unhashable-spec").rate() == "18 of 20"
+    # 19 of 20: what the row says the race does; known bug, green
+    v = rated.judge("torch_xla", "2.5.1", "unhashable-spec", ex.FLAKY, counts={"reproduced": 19, "passed": 1})
+    assert (v.verdict, v.actual, v.green) == (ex.AS_EXPECTED, ex.REPRODUCED, True)
+    assert "reproduced in 19 of 20 runs, as expected: at least 18 of 20" in v.reason
+    # 1 of 3: below the rate; and a row that says every time: never "unexpectedly-fixed"
+    for judged in (rated, every):
+        v = judged.judge("torch_xla", "2.5.1", "unhashable-spec", ex.FLAKY, counts={"reproduced": 1, "passed": 2})
+        assert (v.verdict, v.green) == (ex.VERDICT_FLAKY, False)
+        assert "the runs disagreed (passed 2 of 3, reproduced 1 of 3)" in v.reason
+    # a run that broke another way is never excused by a rate
+    v = rated.judge("torch_xla", "2.5.1", "unhashable-spec", ex.FLAKY, counts={"reproduced": 19, "failed": 1})
+    assert v.verdict == ex.VERDICT_FLAKY
+    # runs that agree are judged as one run is
+    assert rated.judge("torch_xla", "2.5.1", "unhashable-spec", ex.PASSED).verdict == ex.UNEXPECTEDLY_FIXED
+
+
+def test_a_crash_or_race_trigger_runs_several_times_and_counts(monkeypatch: pytest.MonkeyPatch) -> None:
+    from harness.scenarios import upstream_torch_xla as upstream
+
+    rep = upstream.find("race-on-handles", "helper-sequence-without-wait")
+    quiet = upstream.find("unhashable-spec", "fsdpv2-scalar-parameter")
+    assert rep.race and rep.runs() == 3 and quiet.runs() == 1
+    monkeypatch.setenv("XHARNESS_RUNS", "5")
+    assert rep.runs() == 5
+    seen = iter(["reproduced", "reproduced", "passed", "reproduced", "reproduced"])
+
+    def fake(r: object, python: object = None, timeout: object = None) -> upstream.VariantOutcome:
+        outcome = next(seen)
+        return upstream.VariantOutcome("race-on-handles", "helper-sequence-without-wait", outcome,
+                                       error=f"one run {outcome}", seconds=1.0)
+
+    monkeypatch.setattr(upstream, "run_variant", fake)
+    out = upstream.run_repeated(rep)
+    assert (out.outcome, out.counts, out.seconds) == (ex.FLAKY, {"reproduced": 4, "passed": 1}, 5.0)
+    assert out.error == "reproduced in 4 of 5 runs, passed in 1 of 5 runs"
+    assert "a run that passed: one run passed" in out.details
