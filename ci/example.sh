@@ -41,6 +41,9 @@ xharness list runtimes > "$work/out"
 check "list runtimes shows tinyjax from the plugin" "'(from xharness-tinyjax 0.1.0)' in out"
 xharness list invariants > "$work/out"
 check "list invariants shows the plugin's invariant" "'tinyjax-spec-round-trip' in out"
+xharness cells --json > "$work/out"
+check "cells: both cells test tinyjax, from the plugin" \
+  "[(c['name'], c['runtime_under_test'], c['plugin']) for c in json.loads(out)['cells']] == [('cpu-1', 'tinyjax', 'xharness-tinyjax 0.1.0'), ('cpu-4', 'tinyjax', 'xharness-tinyjax 0.1.0')]"
 xharness repro tinyjax-dropped-axis --json > "$work/out"
 check "repro (fixed) passes, as the expected row says" \
   "json.loads(out)['outcome'] == 'passed' and json.loads(out)['verdict']['verdict'] == 'as-expected'"

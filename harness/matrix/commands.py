@@ -128,20 +128,28 @@ def _shape(cell: Cell) -> str:
 def cells_command(args: argparse.Namespace) -> int:
     """Every cell this machine has: a template (``devices = "all"``) shows as the cell of every
     device the probe finds (``gpu-8``), or as itself with the reason when there are fewer than two."""
+    from harness import adapters
+
+    own = _project()
     matrix = _load(args.matrix)
     listed = matrix.listed()
     rows = []
     for cell in listed:
         found = probe(cell)
-        rows.append({**cell.as_dict(), "available": found.available, "reason": found.reason})
+        runtime = cell.runtime_name or own.runtime or "reference"
+        entry = adapters.origin(runtime)
+        plugin = f"{entry.distribution} {entry.version}" if entry is not None and not entry.builtin else ""
+        rows.append({**cell.as_dict(), "available": found.available, "reason": found.reason,
+                     "runtime_under_test": runtime, "plugin": plugin})
     if args.json:
         print(json.dumps({"matrix": str(matrix.path), "cells": rows}, indent=2))
         return 0
     width = max(len(r["name"]) for r in rows)
     for row, cell in zip(rows, listed, strict=True):
         status = "runs here" if row["available"] else "SKIPPED  "
+        runtime = row["runtime_under_test"] + (f" (from {row['plugin']})" if row["plugin"] else "")
         print(f"{cell.name:<{width}}  {cell.backend:<3}  {_shape(cell):<16} {cell.runtime_label():<44} "
-              f"{status}  {row['reason']}")
+              f"{status}  {row['reason']}" + (f"  [{runtime}]" if runtime != "reference" else ""))
     return 0
 
 
