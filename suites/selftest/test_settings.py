@@ -18,6 +18,13 @@ pytestmark = pytest.mark.cell_independent
 ROOT = Path(__file__).resolve().parents[2]
 
 
+@pytest.fixture(autouse=True)
+def plain_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No declared variable set: these tests may run inside a cell, which sets several."""
+    for name in settings.ENVIRONMENT:
+        monkeypatch.delenv(name, raising=False)
+
+
 @pytest.fixture
 def no_children(monkeypatch: pytest.MonkeyPatch) -> None:
     """A command that starts a process fails the test: the check must come first."""
