@@ -102,6 +102,24 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
     html.add_argument("--no-history", action="store_true", help="neither record nor show a trend")
     html.set_defaults(handler=_html)
 
+    upstream = sub.add_parser(
+        "upstream",
+        help="write the issue to file upstream for a scenario on a real runtime release",
+        description="Run the scenario's trigger on the release (in its own environment, as "
+        "repro --runtime does) and write, as Markdown, the issue a maintainer would file: a "
+        "standalone reproducer script that imports only the runtime, expected and actual "
+        "results, versions, device, the releases measured and the related references.",
+    )
+    upstream.add_argument("scenario")
+    upstream.add_argument("--runtime", required=True, help="torch_xla or jax")
+    upstream.add_argument("--release", default=None, help="a release (its cached environment); "
+                          "default: the runtime this interpreter imports")
+    upstream.add_argument("--out", default=None, metavar="FILE",
+                          help="default: reports/upstream/SCENARIO-RUNTIME-RELEASE.md")
+    upstream.add_argument("--python", action="append", default=None, metavar="PATH",
+                          help="an interpreter to build the release's environment with")
+    upstream.set_defaults(handler=_upstream)
+
     summary = sub.add_parser(
         "summary",
         help="render the Markdown step summary (under 1 MiB) of a JUnit file",
@@ -109,3 +127,10 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
     summary.add_argument("junit", type=Path, metavar="JUNIT")
     summary.add_argument("--out", type=Path, required=True, metavar="FILE")
     summary.set_defaults(handler=_summary)
+
+
+def _upstream(args: argparse.Namespace) -> int:
+    # the command layer: a report that runs a release's trigger is the releases room's work
+    from harness.releases.upstream_report import report_command
+
+    return report_command(args)

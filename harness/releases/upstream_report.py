@@ -1,0 +1,254 @@
+"""``xharness report upstream``: the issue a maintainer would file upstream, as Markdown.
+
+A catalog scenario's trigger on a real runtime is already a program in that runtime's own API
+(``harness.scenarios.upstream_torch_xla``, ``upstream_jax``). This module makes it a standalone
+script: the trigger's function, every function, class and constant of its module that it reaches,
+and the environment it sets before the runtime is imported, with nothing of the harness left (an
+exception class the harness defines becomes a plain ``AssertionError`` subclass). The script exits
+0 where the release behaves, and fails (an exception, or the process' death) where it carries the
+bug. The report around it says what was expected and what happened, on which versions and device,
+which releases the expected-outcomes table has measured, and the upstream references the scenario
+cites.
+"""
+
+from __future__ import annotations
+
+import builtins
+import inspect
+import textwrap
+import types
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from harness.scenarios.reproducer import Reproducer
+
+#: the environment a trigger runs with beyond its own (what ``child_environment`` sets)
+TORCH_XLA_ENV = {"PJRT_DEVICE": "CPU"}
+
+
+@dataclass(frozen=True)
+class Script:
+    """A standalone reproducer: its source, and the command that runs it."""
+
+    source: str
+    command: str
+
+    @property
+    def leans_on_the_harness(self) -> list[str]:
+        """Imports of the harness the trigger's own functions make: such a script is not
+        standalone yet, and the report says so instead of pretending."""
+        return [ln.strip() for ln in self.source.splitlines()
+                if ln.strip().startswith(("from harness", "import harness"))]
+
+
+def standalone_script(rep: Reproducer, devices: int = 4) -> Script:
+    """The trigger of ``rep`` as a script that imports only its runtime (module docstring)."""
+    module = inspect.getmodule(rep.body)
+    assert module is not None
+    parts = _reached(rep.body, module)
+    env = dict(rep.env)
+    if rep.runtime == "torch_xla":
+        env = {**TORCH_XLA_ENV, "CPU_NUM_DEVICES": str(devices), **env}
+    if env:
+        parts.modules.add("os")
+    lines = [
+        "#!/usr/bin/env python3",
+        f'"""{rep.scenario} ({rep.variant}): {rep.source}.',
+        "",
+        "Exits 0 when the release behaves; raises (or dies) where it carries the bug.",
+        '"""',
+        "",
+        "from __future__ import annotations",
+        "",
+        *sorted({f"import {m}" for m in parts.modules}),
+        "",
+    ]
+    if env:
+        lines += ["# the runtime reads these when it is imported, so they are set first"]
+        lines += [f"os.environ.setdefault({k!r}, {v!r})" for k, v in env.items()]
+        lines.append("")
+    for name, value in parts.constants.items():
+        lines.append(f"{name} = {value!r}")
+    if parts.constants:
+        lines.append("")
+    for source in parts.sources:
+        lines += ["", source.rstrip(), ""]
+    lines += [
+        "",
+        'if __name__ == "__main__":',
+        f"    {rep.body.__name__}()",
+        '    print("the program ran to the end: no bug here")',
+        "",
+    ]
+    flags = " ".join(f"{k}={v}" for k, v in env.items())
+    return Script("\n".join(lines), f"{flags} python repro.py".strip())
+
+
+@dataclass
+class _Parts:
+    modules: set[str]
+    constants: dict[str, Any]
+    sources: list[str]
+
+
+def _reached(body: Callable[..., Any], module: types.ModuleType) -> _Parts:
+    """Every global of ``module`` that ``body`` reaches, in the order the script must define
+    them (a class before the functions that raise it)."""
+    parts = _Parts(set(), {}, [])
+    seen: set[str] = set()
+    stand_ins: list[str] = []
+
+    def names_of(code: types.CodeType) -> set[str]:
+        found = set(code.co_names)
+        for const in code.co_consts:
+            if isinstance(const, types.CodeType):
+                found |= names_of(const)
+        return found
+
+    def visit(obj: Any) -> None:
+        code = getattr(obj, "__code__", None)
+        names = names_of(code) if code is not None else set()
+        if inspect.isclass(obj):
+            for member in vars(obj).values():
+                if inspect.isfunction(member):
+                    names |= names_of(member.__code__)
+        for name in sorted(names):
+            if name in seen or not hasattr(module, name) or hasattr(builtins, name):
+                continue
+            seen.add(name)
+            value = getattr(module, name)
+            if isinstance(value, types.ModuleType):
+                parts.modules.add(value.__name__)
+            elif inspect.isclass(value) and value.__module__ != module.__name__:
+                if value.__module__.startswith("harness"):  # the harness' own: a plain stand-in
+                    stand_ins.append(f"class {name}(AssertionError):\n    \"\"\"{_doc(value)}\"\"\"\n")
+                else:
+                    parts.modules.add(value.__module__)
+            elif inspect.isfunction(value) or inspect.isclass(value):
+                if inspect.isclass(value):
+                    for base in value.__bases__:
+                        if base.__name__ not in seen and hasattr(module, base.__name__):
+                            visit_base(base)
+                visit(value)
+                parts.sources.append(textwrap.dedent(inspect.getsource(value)))
+            elif isinstance(value, str | int | float | bool | tuple | type(None)):
+                parts.constants[name] = value
+
+    def visit_base(base: type) -> None:
+        name = base.__name__
+        seen.add(name)
+        if base.__module__.startswith("harness") and base.__module__ != module.__name__:
+            stand_ins.append(f"class {name}(AssertionError):\n    \"\"\"{_doc(base)}\"\"\"\n")
+
+    visit(body)
+    parts.sources = [*stand_ins, *parts.sources, textwrap.dedent(inspect.getsource(body))]
+    return parts
+
+
+def _doc(cls: type) -> str:
+    return (inspect.getdoc(cls) or cls.__name__).splitlines()[0].replace('"""', "'")
+
+
+def render(
+    *,
+    title: str,
+    story: str,
+    scenario: str,
+    runtime: str,
+    release: str,
+    scripts: list[tuple[Reproducer, Script]],
+    outcome: dict[str, Any],
+    rows: list[str],
+    references: list[str],
+) -> str:
+    """The Markdown issue (module docstring). ``outcome`` is a run's ``ScenarioRun.to_json()``."""
+    variants = {v["variant"]: v for v in outcome.get("variants", [])}
+    versions = next((v.get("versions") for v in variants.values() if v.get("versions")), {}) or {}
+    backend = next((v.get("backend") for v in variants.values() if v.get("backend")), "") or "cpu"
+    out = [f"# [{runtime} {release}] {title}", "", story.strip() or title, ""]
+    for rep, script in scripts:
+        seen = variants.get(rep.variant, {})
+        if script.leans_on_the_harness:
+            out += [f"> Not standalone yet: the trigger imports {', '.join(script.leans_on_the_harness)}.", ""]
+        out += [
+            f"## Reproducer: {rep.variant}",
+            "",
+            f"Follows {rep.source}. Save as `repro.py` and run `{script.command}`:",
+            "",
+            "```python",
+            script.source.rstrip(),
+            "```",
+            "",
+            "**Expected:** the program runs to the end and prints `the program ran to the end: no bug here`.",
+            "",
+            f"**Actual** on {runtime} {release}: {seen.get('outcome', 'not run')}"
+            + (f" ({seen['signature']})" if seen.get("signature") else "")
+            + (f": `{seen['error']}`" if seen.get("error") else ""),
+            "",
+        ]
+    out += ["## Versions and device", ""]
+    out += [f"- {name}: {version}" for name, version in sorted(versions.items())] or ["- (not reported)"]
+    out += [f"- device: {backend}", ""]
+    if rows:
+        out += ["## Releases measured", "", *[f"- {row}" for row in rows], ""]
+    if references:
+        out += ["## Related", "", *[f"- {ref}" for ref in references], ""]
+    out += [f"_Written by `xharness report upstream {scenario} --runtime {runtime}`._", ""]
+    return "\n".join(out)
+
+
+def report_command(args: Any) -> int:
+    """``xharness report upstream SCENARIO --runtime R [--release V] [--out FILE]``: runs the
+    trigger on the release (its own environment, as ``repro`` does), then writes the report."""
+    import sys
+    from pathlib import Path
+
+    from harness.errors import UsageError
+    from harness.releases import catalog, envs, interpreters, release_spec
+    from harness.scenarios import registry
+    from harness.scenarios import upstream_torch_xla as upstream
+    from harness.scenarios.expected import ExpectedTableError
+    from harness.scenarios.expected import load as load_table
+
+    try:
+        scenario = registry.get(args.scenario)
+    except registry.UnknownScenario as exc:
+        raise UsageError(str(exc)) from None
+    if args.runtime not in catalog.UPSTREAM_RUNTIMES:
+        raise UsageError(f"--runtime: {args.runtime!r} has no upstream triggers here "
+                         f"(one of {', '.join(catalog.UPSTREAM_RUNTIMES)})")
+    reproducers = upstream.reproducers(scenario.id, args.runtime)
+    if not reproducers:
+        raise UsageError(f"scenario {scenario.id!r} has no {args.runtime} reproducer to report")
+    spec = release_spec.parse_argument(args.runtime, args.release) if args.release else None
+    if spec is not None:
+        interpreters.apply_argument(getattr(args, "python", None))
+    try:
+        table = load_table()
+    except ExpectedTableError as exc:
+        raise UsageError(str(exc)) from None
+    try:
+        python = catalog.python_for(args.runtime, spec, progress=catalog.say)
+    except envs.ReleaseInstallError as exc:
+        print(f"xharness: error: {exc}", file=sys.stderr)
+        return catalog.EXIT_INSTALL
+    except catalog.RuntimeUnavailable as exc:
+        print(f"xharness: error: {exc}", file=sys.stderr)
+        return catalog.EXIT_UNAVAILABLE
+    run = catalog.run_scenario(scenario.id, python, table, runtime=args.runtime)
+    release = run.release or (spec.text if spec is not None else "installed")
+    rows = [f"{row.releases or 'every release'}: {row.outcome}" + (f" ({row.why})" if row.why else "")
+            for row in table.rows if row.runtime == args.runtime and row.scenario == scenario.id]
+    references = [*scenario.upstream_links(), *dict.fromkeys(r.source for r in reproducers)]
+    text = render(
+        title=scenario.title, story=scenario.story or scenario.trigger, scenario=scenario.id,
+        runtime=args.runtime, release=release,
+        scripts=[(r, standalone_script(r)) for r in reproducers],
+        outcome=run.to_json(), rows=rows, references=references,
+    )
+    out = Path(args.out) if args.out else Path("reports") / "upstream" / f"{scenario.id}-{args.runtime}-{release}.md"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(text, encoding="utf-8")
+    print(f"xharness: wrote {out} ({run.outcome} on {args.runtime} {release}: {run.verdict.verdict})")
+    return 0

@@ -1,0 +1,84 @@
+"""``xharness report upstream``: each PyTorch/XLA trigger as a standalone script that imports only
+the runtime, and the report around it. In a release's environment (``ci/releases.sh``), each
+scenario's script shows the bug where the expected-outcomes table says the release has it, and runs
+clean where it says the release is fixed."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness import cli
+from harness.releases.upstream_report import render, standalone_script
+from harness.scenarios import upstream_torch_xla as upstream
+from harness.scenarios.expected import PASSED, REPRODUCED
+from harness.scenarios.expected import load as load_table
+
+pytestmark = pytest.mark.cell_independent
+TRIGGERS = [r for r in upstream.REPRODUCERS if not standalone_script(r).leans_on_the_harness]
+
+
+@pytest.mark.parametrize("rep", upstream.REPRODUCERS, ids=lambda r: f"{r.scenario}:{r.variant}")
+def test_each_trigger_is_a_script_of_the_runtime_alone(rep: upstream.Reproducer) -> None:
+    script = standalone_script(rep)
+    tree = ast.parse(script.source)
+    defined = {n.name for n in tree.body if isinstance(n, ast.FunctionDef | ast.ClassDef)}
+    assert rep.body.__name__ in defined
+    imported = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import | ast.ImportFrom)
+                for a in n.names} | {n.module.split(".")[0] for n in ast.walk(tree)
+                                      if isinstance(n, ast.ImportFrom) and n.module}
+    if script.leans_on_the_harness:  # said so in the report, never hidden
+        assert rep.scenario == "double-discovery"
+    else:
+        assert "harness" not in imported, script.source
+    # the environment is set before anything could import the runtime
+    first_def = next(i for i, n in enumerate(tree.body) if isinstance(n, ast.FunctionDef | ast.ClassDef))
+    sets = [i for i, n in enumerate(tree.body) if "os.environ.setdefault" in ast.unparse(n)]
+    assert sets and max(sets) < first_def
+    assert "PJRT_DEVICE=CPU" in script.command
+
+
+def test_the_report_has_every_part() -> None:
+    rep = upstream.find("aliased-save", "detach-add-aliasing-on")
+    outcome = {"variants": [{"variant": rep.variant, "outcome": "reproduced", "signature": "stale-value",
+                             "error": "StaleValue: stale value", "backend": "cpu",
+                             "versions": {"torch": "2.5.1", "torch_xla": "2.5.1", "python": "3.11.7"}}]}
+    text = render(title="A title", story="What happens.", scenario="aliased-save", runtime="torch_xla",
+                  release="2.5.1", scripts=[(rep, standalone_script(rep))], outcome=outcome,
+                  rows=["<2.6: reproduced"], references=["https://github.com/pytorch/xla/issues/8482"])
+    for part in ("# [torch_xla 2.5.1] A title", "```python", "**Expected:**", "**Actual** on torch_xla 2.5.1: "
+                 "reproduced (stale-value)", "- torch_xla: 2.5.1", "- device: cpu", "## Releases measured",
+                 "- <2.6: reproduced", "## Related", "issues/8482"):
+        assert part in text, part
+
+
+def test_usage_errors(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["report", "upstream", "no-such", "--runtime", "torch_xla"]) == 2
+    assert cli.main(["report", "upstream", "aliased-save", "--runtime", "reference"]) == 2
+    err = capsys.readouterr().err
+    assert "unknown scenario 'no-such'" in err and "--runtime: 'reference' has no upstream triggers" in err
+
+
+def _one_per_scenario() -> list[upstream.Reproducer]:
+    return list({r.scenario: r for r in reversed(TRIGGERS)}.values())
+
+
+@pytest.mark.parametrize("rep", _one_per_scenario(), ids=lambda r: r.scenario)
+def test_the_script_shows_the_bug_where_the_release_has_it(rep: upstream.Reproducer, tmp_path: Path) -> None:
+    torch_xla = pytest.importorskip("torch_xla", reason="runs in a torch_xla release's environment")
+    row = load_table().lookup("torch_xla", torch_xla.__version__, rep.scenario)
+    if row is None or row.outcome not in (REPRODUCED, PASSED):
+        pytest.skip(f"no row says what torch_xla {torch_xla.__version__} does with {rep.scenario}")
+    script = tmp_path / "repro.py"
+    script.write_text(standalone_script(rep).source)
+    done = subprocess.run([sys.executable, "-I", str(script)], capture_output=True, text=True, timeout=600,
+                          cwd=tmp_path)
+    if row.outcome == PASSED:
+        assert done.returncode == 0, done.stderr[-3000:]
+        assert "the program ran to the end" in done.stdout
+    else:
+        assert done.returncode != 0, f"the release carries {rep.scenario}, the script ran clean"
