@@ -135,13 +135,13 @@ def _entry(failing: bool) -> dict:
 def test_the_table_shows_each_suites_counts_and_failing_tests_and_they_decide_the_exit_code() -> None:
     green, red = _entry(failing=False), _entry(failing=True)
     check = red["checks"][0]
-    assert check["counts"] == {"passed": 1, "failed": 1, "error": 1, "skipped": 1, "flaky": 0}
+    assert check["counts"] == {"passed": 1, "failed": 1, "error": 1, "skipped": 1, "flaky": 0, "xfailed": 0}
     assert [f["id"] for f in check["failing"]] == ["suites/b.py::test_bad", "suites/c.py::test_crash"]
     assert check["failing"][0]["message"] == "AssertionError: 1 != 2"  # the first line
     json.dumps(red)  # what --json prints
     text = commands.render_table("jax", [red])
     lines = text.splitlines()
-    assert lines[2].split() == ["0.10.0", "host-aliasing", "reproduced", "reproduced", "as-expected"]
+    assert lines[2].split() == ["0.10.0", "host-aliasing", "reproduced", "reproduced", "known-bug"]  # as expected, and a known bug
     assert "jax 0.10.0: environment built (25 s), catalog run 3 s" in text
     assert "jax 0.10.0 suites (jax-0.10.0-suites): 1 passed, 1 failed, 1 error, 1 skipped in 12 s" in text
     assert "  FAILED: suites/b.py::test_bad: AssertionError: 1 != 2" in text
