@@ -312,12 +312,19 @@ def raw(name: str, environ: Mapping[str, str] | None = None) -> str:
 def read(name: str, environ: Mapping[str, str] | None = None) -> Any:
     """The value of environment setting ``name``: parsed from the environment when set and not
     empty, else from its default (``None`` when it has none)."""
-    setting = ENVIRONMENT[name]
     raw = (os.environ if environ is None else environ).get(name, "")
+    key = (name, raw)
+    if key in _PARSED:  # the runtime asks some on hot paths: each text is parsed once
+        return _PARSED[key]
+    setting = ENVIRONMENT[name]
     text = raw if raw.strip() else setting.default
-    if not text.strip() and not isinstance(setting.accepts, Choice | Names):
-        return None
-    return setting.parse(text)
+    value = None if not text.strip() and not isinstance(setting.accepts, Choice | Names) else setting.parse(text)
+    _PARSED[key] = value
+    return value
+
+
+#: (name, text) -> the value :func:`read` parsed from it (a bad text raises, and is not kept)
+_PARSED: dict[tuple[str, str], Any] = {}
 
 
 def text(name: str, environ: Mapping[str, str] | None = None) -> str:

@@ -64,15 +64,18 @@ def registry() -> entrypoints.Loaded:
     return entrypoints.load_group(entrypoints.RUNTIMES, check_adapter_class)
 
 
+@functools.cache
 def adapter_class(name: str) -> type:
-    """The class registered as ``name``; :class:`UnknownRuntime` names a broken plugin's fault."""
-    loaded = registry()
+    """The class registered as ``name``, loaded alone (a process testing one runtime imports no
+    other adapter); :class:`UnknownRuntime` names a broken plugin's fault."""
+    found = tuple(e for e in entrypoints.entry_points(entrypoints.RUNTIMES) if e.name == name)
+    if not found:
+        raise UnknownRuntime(f"unknown runtime {name!r}; known: {', '.join(names())}")
+    # the entries of that name only: a duplicate among them is still named as one
+    loaded = entrypoints.load_group(entrypoints.RUNTIMES, check_adapter_class, found)
     if name in loaded.items:
         return loaded.items[name][1]  # type: ignore[no-any-return]
-    broken = entrypoints.find(loaded, name)
-    if broken is not None:
-        raise UnknownRuntime(str(broken))
-    raise UnknownRuntime(f"unknown runtime {name!r}; known: {', '.join(loaded.items)}")
+    raise UnknownRuntime(str(loaded.broken[0]))
 
 
 def origin(name: str) -> entrypoints.EntryPoint | None:

@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[3]
 
 def _forget() -> None:
     entrypoints.reset()
-    for cached in (adapters.registry, adapters.get, scenarios.loaded, invariants.loaded):
+    for cached in (adapters.registry, adapters.adapter_class, adapters.get, scenarios.loaded, invariants.loaded):
         cached.cache_clear()
 
 
