@@ -30,6 +30,10 @@ PYPROJECT, OWN_FILE = "pyproject.toml", "xharness.toml"
 KEYS: dict[str, str] = {name: s.accepts.describe for name, s in settings.keys(settings.PROJECT).items()}
 
 
+#: the header of ``[tool.xharness]`` or one of its sub-tables, as a line of a pyproject.toml
+SECTION = re.compile(r"^\s*\[\[?\s*tool\s*\.\s*[\"']?xharness[\"']?\s*[.\]]", re.MULTILINE)
+
+
 class ProjectError(Exception):
     """A malformed ``[tool.xharness]``; the message names the file, the line and the key."""
 
@@ -91,7 +95,7 @@ def _has_table(pyproject: Path) -> bool:
         text = pyproject.read_text(encoding="utf-8")
     except OSError:
         return False
-    return re.search(r"^\s*\[\[?\s*tool\s*\.\s*[\"']?xharness[\"']?\s*[.\]]", text, re.MULTILINE) is not None
+    return SECTION.search(text) is not None
 
 
 def load(start: Path | None = None) -> Project:

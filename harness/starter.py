@@ -27,6 +27,7 @@ from pathlib import Path
 from harness.errors import UsageError
 from harness.matrix.config import STARTER
 from harness.project import OWN_FILE, PYPROJECT
+from harness.project import SECTION as _SECTION
 
 #: the actions the workflow uses, each pinned to the commit of a release (the tag in the comment);
 #: the harness' own workflow pins the same ones (a selftest keeps the two in step)
@@ -38,7 +39,6 @@ ACTIONS = {
 }
 TEST_FILE = Path("tests") / "test_xharness_example.py"
 WORKFLOW_FILE = Path(".github") / "workflows" / "xharness.yml"
-_SECTION = re.compile(r"^\s*\[\[?\s*tool\s*\.\s*[\"']?xharness[\"']?\s*[.\]]")
 _HEADER = re.compile(r"^\s*\[")
 
 

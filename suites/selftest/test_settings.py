@@ -87,7 +87,6 @@ def test_config_shows_every_setting_and_its_source(tmp_path: Path, monkeypatch: 
     rows = {(r["where"], r["name"]): r for r in shown["settings"]}
     assert rows[("environment", "HARNESS_WAIT_TIMEOUT")]["source"] == "environment"
     assert rows[("environment", "HARNESS_CRASH_MODE")]["source"] == "default"
-    assert rows[("[tool.xharness]", "reports")] | {} == rows[("[tool.xharness]", "reports")]
     assert rows[("[tool.xharness]", "reports")]["source"] == f"{tmp_path / 'pyproject.toml'}:5"
     assert rows[("[tool.xharness]", "matrix")]["source"] == "default"
     # every declared setting, each once
