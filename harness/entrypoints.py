@@ -126,6 +126,16 @@ class Loaded:
         return item[0] if item else None
 
 
+def id_item(entry: EntryPoint, obj: Any, cls: type, what: str) -> str | None:
+    """Why ``obj`` is not a ``cls`` whose ``id`` is the entry point's name, or None (the first
+    check of a scenario and of an invariant)."""
+    if not isinstance(obj, cls):
+        return f"{entry.value} is a {type(obj).__name__}, not a harness.api.{cls.__name__}"
+    if obj.id != entry.name:
+        return f"the {what}'s id is {obj.id!r}, registered as {entry.name!r}: they must agree"
+    return None
+
+
 #: ``check(entry, obj)`` returns why ``obj`` is not an item of the group, or None
 Check = Callable[[EntryPoint, Any], str | None]
 

@@ -15,10 +15,9 @@ from harness.properties.base import Invariant
 
 def check_invariant(entry: entrypoints.EntryPoint, obj: Any) -> str | None:
     """Why ``obj`` is not an invariant for ``entry``, or None."""
-    if not isinstance(obj, Invariant):
-        return f"{entry.value} is a {type(obj).__name__}, not a harness.api.Invariant"
-    if obj.id != entry.name:
-        return f"the invariant's id is {obj.id!r}, registered as {entry.name!r}: they must agree"
+    wrong = entrypoints.id_item(entry, obj, Invariant, "invariant")
+    if wrong is not None:
+        return wrong
     unknown = sorted(set(obj.needs) - set(adapters.CAPABILITIES))
     if unknown:
         return (f"needs unknown capability {', '.join(map(repr, unknown))} "

@@ -27,10 +27,9 @@ class UnknownScenario(KeyError):
 
 def check_scenario(entry: entrypoints.EntryPoint, obj: Any) -> str | None:
     """Why ``obj`` is not a catalog scenario for ``entry``, or None."""
-    if not isinstance(obj, Scenario):
-        return f"{entry.value} is a {type(obj).__name__}, not a harness.api.Scenario"
-    if obj.id != entry.name:
-        return f"the scenario's id is {obj.id!r}, registered as {entry.name!r}: they must agree"
+    wrong = entrypoints.id_item(entry, obj, Scenario, "scenario")
+    if wrong is not None:
+        return wrong
     if obj.runtime not in adapters.names():
         return (f"the scenario's runtime {obj.runtime!r} is not registered (known: "
                 f"{', '.join(adapters.names())}); register its adapter under xharness.runtimes")
