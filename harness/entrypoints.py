@@ -79,15 +79,33 @@ class PluginError(Exception):
 
 
 @functools.cache
+def _installed() -> tuple[EntryPoint, ...]:
+    """Every item of the three groups that installed distributions register (names only).
+
+    Read once per process for all groups: a command-line child asks for a scenario by id, and
+    each distribution's name and version are read from its metadata once, not per entry point
+    (a distribution's ``METADATA`` carries its whole README, and parsing it is most of the cost)."""
+    found: list[EntryPoint] = []
+    named: dict[int, tuple[str, str]] = {}
+    every = metadata.entry_points()  # one scan of the installed distributions, duplicates dropped
+    for ep in (ep for group in GROUPS for ep in every.select(group=group)):
+        dist = ep.dist
+        if dist is None:
+            name, version = "(unknown distribution)", "?"
+        else:
+            if id(dist) not in named:
+                meta = dist.metadata
+                named[id(dist)] = (_normal(meta["Name"] or "(unnamed distribution)"), meta["Version"] or "?")
+            name, version = named[id(dist)]
+        found.append(EntryPoint(ep.group, ep.name, ep.value, name, version))
+    return tuple(found)
+
+
+@functools.cache
 def entry_points(group: str) -> tuple[EntryPoint, ...]:
     """Every item of ``group`` (names only, nothing imported): the harness' own first, then the
     installed distributions' in the order ``importlib.metadata`` finds them."""
-    found: list[EntryPoint] = []
-    for ep in metadata.entry_points(group=group):
-        dist = ep.dist
-        name = dist.metadata["Name"] if dist is not None else "(unknown distribution)"
-        version = dist.version if dist is not None else "?"
-        found.append(EntryPoint(group, ep.name, ep.value, _normal(name), version))
+    found = [e for e in _installed() if e.group == group]
     if not any(e.builtin for e in found):
         found[:0] = _own_from_source(group)
     # a build backend may write a group's names in any order: by distribution, then name
@@ -186,5 +204,6 @@ def find(loaded: Loaded, name: str) -> PluginError | None:
 
 def reset() -> None:
     """Forget what was read (tests install and remove distributions)."""
+    _installed.cache_clear()
     entry_points.cache_clear()
     _warned.clear()

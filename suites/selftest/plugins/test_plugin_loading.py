@@ -49,7 +49,7 @@ def test_the_harness_registers_its_own_items_through_the_groups() -> None:
 
 
 def test_a_source_tree_without_metadata_reads_its_own_pyproject(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(entrypoints.metadata, "entry_points", lambda group: [])
+    monkeypatch.setattr(entrypoints.metadata, "entry_points", lambda **select: entrypoints.metadata.EntryPoints(()))
     entrypoints.reset()
     try:
         found = entrypoints.entry_points(entrypoints.RUNTIMES)
