@@ -3,8 +3,10 @@ fault switches the catalog's teeth are measured with."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
+from importlib import metadata
 from typing import Any
 
 import numpy as np
@@ -22,9 +24,7 @@ class ReferenceAdapter(base.TorchStyleAliasing, base.BaseAdapter):
         self.xr = xr
 
     def version(self) -> str:
-        from importlib.metadata import version
-
-        return version("xharness")
+        return _installed_version()
 
     def fault_switches(self) -> Mapping[str, str]:
         return dict(self.xr.faults.SWITCHES)
@@ -162,3 +162,10 @@ REFERENCE_DIALECT = base.TrainingDialect(
     read="{t}.numpy()",
     compile_count="xr.compile_count()",
 )
+
+
+@functools.cache
+def _installed_version() -> str:
+    """The harness' own version, read once per process: every scenario result records it, and
+    reading it parses the distribution's whole metadata (its README included)."""
+    return metadata.version("xharness")
