@@ -181,11 +181,13 @@ KNOWN_FINDINGS: list[KnownFinding] = [
     KnownFinding(
         invariant="step-boundary",
         runtime="torch_xla",
-        upstream="not reported upstream; found by the step-boundary invariant (a cousin of "
-        "https://github.com/pytorch/xla/issues/9755, which is Dynamo's path)",
+        upstream="not reported upstream (https://github.com/pytorch/xla/issues/7943 reported the "
+        "symptom on a TPU and was closed); found by the step-boundary invariant",
         summary="in SPMD with a sharded input, reading a gradient or an updated parameter (.cpu()) "
-        "before the step boundary compiles a program again on every iteration",
+        "before the step boundary compiles a program again on every iteration: every host read "
+        "of a split value compiles a replication program (ReplicateShardedData), never cached",
         match=r"compiled \d+ program\(s\) again|kept compiling",
+        scenario="sharded-read-compiles",
         must_fail=False,
     ),
     # a strided view is a computation on the device, and XLA's CPU backend flushes subnormal

@@ -25,6 +25,7 @@ WAIT_GAP = "wait-gap"
 PARTIAL_SYNC_DONATION = "partial-sync-donation"
 HOST_ALIASING = "host-aliasing"
 DELETED_SHARD = "deleted-shard"
+SHARDED_READ_COMPILES = "sharded-read-compiles"
 
 #: every switch, with the upstream fix it undoes
 SWITCHES: dict[str, str] = {
@@ -37,6 +38,7 @@ SWITCHES: dict[str, str] = {
     PARTIAL_SYNC_DONATION: "a sync of chosen tensors donates nothing: only a full step sees every reader",
     HOST_ALIASING: "a tensor made from a host array copies it before the device sees it",
     DELETED_SHARD: "every per-device buffer of an input is checked before dispatch, not only the global array's flag",
+    SHARDED_READ_COMPILES: "a host read of a split value gathers its pieces without building and compiling a program each time",
 }
 
 _lock = threading.Lock()

@@ -11,11 +11,12 @@ from dataclasses import dataclass
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 from jax.sharding import NamedSharding, PartitionSpec
 
 from harness import sched
-from harness.runtime import ir, topology
+from harness.runtime import faults, ir, topology
 from harness.runtime.deadlines import await_latch
 from harness.runtime.device_data import DeviceData
 
@@ -110,6 +111,8 @@ def to_host(data: DeviceData) -> np.ndarray:
         await_latch(ticket.done, "reading a value", ticket)
         if data.error is not None:
             raise data.error
+    if not array.sharding.is_fully_replicated and faults.active(faults.SHARDED_READ_COMPILES):
+        array = _replicated_by_a_new_program(array)
     if array.is_fully_addressable:
         return np.asarray(array)
     if array.sharding.is_fully_replicated:
@@ -117,6 +120,18 @@ def to_host(data: DeviceData) -> np.ndarray:
     from jax.experimental import multihost_utils
 
     return np.asarray(multihost_utils.process_allgather(array, tiled=True))
+
+
+def _replicated_by_a_new_program(array: jax.Array) -> jax.Array:
+    """PyTorch/XLA's host read of a split value (``ReplicateShardedData``, under the
+    ``sharded-read-compiles`` switch): build an identity program whose output is replicated, compile
+    it, run it, read one copy. Nothing keeps the program, so every read compiles it again: a loop
+    that reads a sharded gradient compiles once per iteration, forever."""
+    order = tuple(array.sharding._device_assignment)
+    program = jax.jit(lambda value: value + jnp.zeros((), value.dtype), out_shardings=replicated_over(order))
+    compiled = program.lower(jax.ShapeDtypeStruct(array.shape, array.dtype, sharding=array.sharding)).compile()
+    metrics.compiles += 1
+    return compiled(array)
 
 
 def device_bytes(array: jax.Array) -> int:

@@ -482,6 +482,83 @@ _DELETED_ABORT = CrashSignature(
     "deleted-buffer", _ABORT,
     r"deleted or donated buffer|Failed to await future|buffer with shape .* is deleted",
 )
+# ------------------------------------------------------------------------ sharded-read-compiles
+class CompiledEveryRead(InvariantViolation):
+    """A loop whose every iteration records the same programs kept compiling."""
+
+
+def _split_mesh() -> Any:
+    """SPMD on, and a (n/2, 2) mesh whose second axis splits a dimension of two (the finding's
+    (4, 2) mesh over eight devices)."""
+    import numpy as np
+    import torch_xla.distributed.spmd as xs
+    import torch_xla.runtime as xr
+
+    xr.use_spmd()
+    n = xr.global_runtime_device_count()
+    if n < 4 or n % 2:
+        raise MachineLacks(f"needs an even count of 4 or more devices, this process has {n}")
+    return xs.Mesh(np.arange(n), (n // 2, 2), ("model", "y"))
+
+
+def _compiles() -> int:
+    import torch_xla.debug.metrics as met
+
+    return int((met.metric_data("CompileTime") or (0,))[0])
+
+
+def _check_compiles(counts: list[int], what: str) -> None:
+    if any(counts[1:]):
+        raise CompiledEveryRead(
+            f"{what}: compiled again on every iteration: compiles per iteration {counts}, "
+            f"expected [k, 0, 0, 0] (each iteration records the same programs)"
+        )
+
+
+def gradient_read_in_loop() -> None:
+    """The step-boundary invariant's shrunk program: a sharded input, a backward, ``.cpu()`` of
+    the gradient before the step boundary, a fresh parameter each iteration."""
+    import numpy as np
+    import torch
+    import torch_xla
+    import torch_xla.distributed.spmd as xs
+
+    mesh = _split_mesh()
+    device = torch_xla.device()
+    counts: list[int] = []
+    for _ in range(4):
+        before = _compiles()
+        w = torch.tensor(np.full((2, 2), 0.5, np.float32), device=device, requires_grad=True)
+        x = torch.tensor(np.ones((3, 2), np.float32), device=device)
+        xs.mark_sharding(x, mesh, (None, "y"))
+        ((x @ w.T) ** 2).mean().backward()
+        w.grad.detach().cpu()  # the read before the step boundary
+        torch_xla.sync()
+        counts.append(_compiles() - before)
+    _check_compiles(counts, "a training loop reading its sharded gradient before each step boundary")
+
+
+def repeated_read() -> None:
+    """The mechanism alone: ``.cpu()`` of one split tensor three times."""
+    import numpy as np
+    import torch
+    import torch_xla
+    import torch_xla.distributed.spmd as xs
+
+    mesh = _split_mesh()
+    x = torch.tensor(np.arange(8, dtype=np.float32).reshape(4, 2), device=torch_xla.device())
+    xs.mark_sharding(x, mesh, (None, "y"))
+    torch_xla.sync()
+    counts = []
+    for _ in range(3):
+        before = _compiles()
+        x.cpu()
+        counts.append(_compiles() - before)
+    _check_compiles(counts, "reading one split tensor three times")
+
+
+_COMPILES_EVERY_READ = Signature("compiles-every-read", CompiledEveryRead, r"compiled again on every iteration")
+
 # the #8482 reproducer sets both flags: functionalization on, aliasing as the variant says
 _ALIASING_OFF = {"XLA_DISABLE_FUNCTIONALIZATION": "0", "XLA_ENABLE_PARAM_ALIASING": "0"}
 _ALIASING_ON = {"XLA_DISABLE_FUNCTIONALIZATION": "0", "XLA_ENABLE_PARAM_ALIASING": "1"}
@@ -549,6 +626,16 @@ REPRODUCERS: tuple[Reproducer, ...] = (
         "partial-sync-donation", "unlazy-after-inplace-aliasing-off", unlazy_after_inplace,
         "pytorch/xla#8422 with xm.unlazy, param aliasing off (nothing is donated)",
         env=_ALIASING_OFF, signatures=(_STALE, _DELETED), crashes=(_DELETED_ABORT,),
+    ),
+    Reproducer(
+        "sharded-read-compiles", "gradient-read-in-loop", gradient_read_in_loop,
+        "the shrunk counterexample of the step-boundary invariant (pytorch/xla#7943's symptom)",
+        signatures=(_COMPILES_EVERY_READ,),
+    ),
+    Reproducer(
+        "sharded-read-compiles", "repeated-read", repeated_read,
+        "PjRtComputationClient::ReplicateShardedData compiles its program on every call",
+        signatures=(_COMPILES_EVERY_READ,),
     ),
 )
 
