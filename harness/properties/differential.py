@@ -178,6 +178,12 @@ class _Oracle:
                 self.params[names[0]] = self.params[names[0]] * s.factor
             if s.load == "read":
                 seen[training.input_label("x", k)], seen[training.input_label("y", k)] = x, y
+            if s.touch == "loaded_input":
+                x = x * s.factor
+                if p.target == "same":
+                    y = x
+            elif s.touch == "target":  # after the forward pass has read x; never drawn where y is x
+                y = y * s.factor
             loss, acts, grads = self.forward(x, y, s.scale)
             if s.cut and s.cut_kind == "read":
                 seen[training.activation_label(s.cut - 1, k)] = acts[s.cut - 1]
@@ -306,7 +312,9 @@ def _graphs_per_pass(program: Program) -> int:
     per_read = len(program.parameters())
     count = 1
     for s in program.steps:
-        for kind, reads in ((s.cut_kind if s.cut else "none", 1), (s.after_backward, per_read), (s.end, per_read)):
+        for kind, reads in (
+            (s.cut_kind if s.cut else "none", 1), (s.hold, 1), (s.after_backward, per_read), (s.end, per_read),
+        ):
             count += reads if kind == "read" else int(kind != "none")
         count += int(s.read_loss)
     return count

@@ -20,10 +20,15 @@ choices (the first of every option is the plainest). It is made of
 * inputs made fresh or written in place into buffers made once (chosen per step), and a target
   that is a tensor of its own, the input itself, or a copy of it (``y.copy_(x)``: two tensors,
   one value, after a step possibly one buffer, or two where the input was a fresh tensor);
-* per step, in-place updates of the input or of a parameter, gradients kept or cleared, and
-  boundaries anywhere: a ``mark_step``, a sync of chosen tensors or a read, once the inputs are
-  ready, inside the forward pass, before ``backward``, between ``backward`` and the optimizer step, after it, or none at
-  all, so several optimizer steps can share one graph.
+* per step, in-place updates (of the input, before or after the boundary once the inputs are
+  ready; of a parameter, before the forward pass; of the target, after it), gradients kept or
+  cleared, and boundaries anywhere: a ``mark_step``, a sync of chosen tensors or a read, once the
+  inputs are ready, inside the forward pass, between the forward pass (and its reads) and
+  ``backward``, between ``backward`` and the optimizer step, after it, or none at all, so several
+  optimizer steps can share one graph. A boundary before ``backward`` makes ``backward`` take the
+  gradient of a forward pass an earlier graph computed, through values a read already brought to
+  the host: every buffer that forward pass read must outlive the boundary, an input's buffer that
+  an in-place update replaced included.
 
 A program becomes code (``code``) in the dialect of the runtime under test
 (``harness.adapters.base.TrainingDialect``): the code that runs is the code a failure prints,
@@ -48,10 +53,15 @@ LOSSES: tuple[str, ...] = ("mse", "squares", "xent")
 OPTIMIZERS: tuple[str, ...] = ("sgd", "momentum", "adam")
 #: the target: a tensor of its own, the input tensor itself, a copy of the input (``y.copy_(x)``)
 TARGETS: tuple[str, ...] = ("own", "same", "copy")
-#: what a step does to a value before its forward pass, in place
-TOUCHES: tuple[str, ...] = ("none", "input", "param")
+#: what a step updates in place: the input (before the boundary once the inputs are ready, or after
+#: it: then the update reads a buffer that boundary made) or a parameter before the forward pass, or
+#: the target after it, before the loss reads it (torch refuses a backward through a value that was
+#: saved for it and updated since: a product saves its input, so the input is never written after it)
+TOUCHES: tuple[str, ...] = ("none", "input", "param", "target", "loaded_input")
 #: a boundary: nothing, a step boundary, a waiting sync of the values at hand, a read of them
 BOUNDARIES: tuple[str, ...] = ("none", "mark_step", "sync", "read")
+#: the boundary between the loss and ``backward`` (a read there is ``Step.read_loss``)
+HOLDS: tuple[str, ...] = ("none", "mark_step", "sync")
 #: the boundary after an optimizer step, plainest first: the ordinary loop ends each step
 ENDS: tuple[str, ...] = ("mark_step", "none", "sync", "read")
 #: Python scalars a schedule draws from: never 0 or 1, which some runtimes keep as constants
@@ -80,13 +90,14 @@ class Step:
 
     lr: float = LRS[0]  # the learning rate set for this step (a Python scalar schedule)
     scale: float = 1.0  # the loss scale (a Python scalar; 1.0 writes none)
-    touch: str = "none"  # an in-place update before the forward pass (``TOUCHES``)
+    touch: str = "none"  # an in-place update around the forward pass (``TOUCHES``)
     factor: float = FACTORS[0]  # the Python scalar of that update
     fresh: bool = False  # fresh input tensors this step, where the program reuses its buffers
     load: str = "none"  # a boundary once the step's inputs are ready (``BOUNDARIES``)
     cut: int = 0  # 0: none; k: a boundary after layer k - 1 of the forward pass
     cut_kind: str = "mark_step"  # that boundary (``BOUNDARIES`` without "none")
     read_loss: bool = False  # read the loss before ``backward``
+    hold: str = "none"  # a boundary after the forward pass and its reads, before ``backward`` (``HOLDS``)
     after_backward: str = "none"  # between ``backward`` and the optimizer step
     accumulate: bool = False  # keep the gradients: the next ``backward`` adds to them
     end: str = "mark_step"  # after the optimizer step (``ENDS``)
@@ -168,6 +179,8 @@ class Program:
                 found.add("fresh-and-reused-inputs")
             if s.read_loss:
                 found.add("read-loss")
+            if s.hold != "none":
+                found.add(f"hold:{s.hold}")
             if s.after_backward != "none":
                 found.add(f"after-backward:{s.after_backward}")
             if s.accumulate:
@@ -181,7 +194,8 @@ class Program:
         """How much a counterexample needs beyond the plainest one-step, one-layer program."""
         plain = Step()
         extra = sum(
-            sum(1 for f in ("scale", "touch", "fresh", "load", "cut", "read_loss", "after_backward", "accumulate", "end")
+            sum(1 for f in ("scale", "touch", "fresh", "load", "cut", "read_loss", "hold", "after_backward", "accumulate",
+                          "end")
                 if getattr(s, f) != getattr(plain, f))
             for s in self.steps
         )
@@ -198,7 +212,8 @@ class Program:
     def with_boundaries(self, boundaries: tuple[tuple[int, str, str, str], ...]) -> Program:
         """The same program with each step's boundaries replaced by ``boundaries`` (cut,
         cut_kind, after_backward, end per step, cycled): what the program computes must not
-        change. Reads stay reads: a read is an observation, not only a boundary."""
+        change. Reads stay reads: a read is an observation, not only a boundary. The boundary
+        before ``backward`` (``Step.hold``) stays where it was drawn."""
         if not boundaries:
             return self
         steps = []
@@ -390,15 +405,20 @@ class _Writer:
         elif s.touch == "param":
             lines.append(f"{self.names[0]}.detach().mul_({s.factor!r})")
         lines += self.boundary(s.load, [("x", input_label("x", k)), ("y", input_label("y", k))])
+        if s.touch == "loaded_input":
+            lines.append(f"x.mul_({s.factor!r})")
         lines.append("h = x")
         widths = p.widths()
         for i, layer in enumerate(p.layers):
             lines += self.layer(i, layer, widths[i])
             if s.cut == i + 1:
                 lines += self.boundary(s.cut_kind, [("h", activation_label(i, k))])
+        if s.touch == "target":
+            lines.append(f"y.mul_({s.factor!r})")
         lines += self.loss(s)
         if s.read_loss:
             lines.append(f"seen[{loss_label(k)!r}] = {self.read('loss')}")
+        lines += self.boundary(s.hold, [("loss", loss_label(k))])
         lines.append("loss.backward()")
         lines += self.boundary(s.after_backward, [(f"{n}.grad", grad_label(n, k)) for n in self.names])
         lines.append(d.set_lr.format(opt="opt", lr=s.lr))
@@ -470,26 +490,35 @@ def _divides(mesh: Any, spec: tuple[Any, ...], shape: tuple[int, ...]) -> bool:
 
 
 @st.composite
-def _steps(draw: st.DrawFn, n_layers: int, max_steps: int, syncs: bool) -> tuple[Step, ...]:
+def _step(draw: st.DrawFn, n_layers: int, syncs: bool, target: str) -> Step:
     boundaries = BOUNDARIES if syncs else tuple(b for b in BOUNDARIES if b != "sync")
+    holds = HOLDS if syncs else tuple(b for b in HOLDS if b != "sync")
     ends = ENDS if syncs else tuple(b for b in ENDS if b != "sync")
-    steps = []
-    for _ in range(draw(pst.ints(1, max_steps))):
-        steps.append(Step(
-            lr=draw(pst.choice(LRS)),
-            scale=draw(pst.choice(SCALES)),
-            touch=draw(pst.choice(TOUCHES)),
-            factor=draw(pst.choice(FACTORS)),
-            fresh=draw(st.booleans()),
-            load=draw(pst.choice(boundaries)),
-            cut=draw(pst.ints(0, n_layers)),
-            cut_kind=draw(pst.choice(boundaries[1:])),
-            read_loss=draw(st.booleans()),
-            after_backward=draw(pst.choice(boundaries)),
-            accumulate=draw(st.booleans()),
-            end=draw(pst.choice(ends)),
-        ))
-    return tuple(steps)
+    step = Step(
+        lr=draw(pst.choice(LRS)),
+        scale=draw(pst.choice(SCALES)),
+        touch=draw(pst.choice(TOUCHES)),
+        factor=draw(pst.choice(FACTORS)),
+        fresh=draw(st.booleans()),
+        load=draw(pst.choice(boundaries)),
+        cut=draw(pst.ints(0, n_layers)),
+        cut_kind=draw(pst.choice(boundaries[1:])),
+        read_loss=draw(st.booleans()),
+        hold=draw(pst.choice(holds)),
+        after_backward=draw(pst.choice(boundaries)),
+        accumulate=draw(st.booleans()),
+        end=draw(pst.choice(ends)),
+    )
+    if step.touch == "target" and target == "same":
+        step = replace(step, touch="none")  # the target is the input, which the forward pass saved for backward
+    return step
+
+
+def _steps(n_layers: int, max_steps: int, syncs: bool, target: str) -> st.SearchStrategy[tuple[Step, ...]]:
+    """A list, not a drawn count followed by that many steps: hypothesis deletes a list's
+    elements as it shrinks, where a lowered count would leave the dropped step's choices to be
+    read as the program's later ones (the runtime options), and a needless step would stay."""
+    return st.lists(_step(n_layers, syncs, target), min_size=1, max_size=max_steps).map(tuple)
 
 
 @st.composite
@@ -520,7 +549,7 @@ def _programs(draw: st.DrawFn, max_blocks: int, max_steps: int, sharding: bool, 
         weight_decay=0.0 if optimizer == "adam" else draw(pst.choice((0.0, 0.01))),
         target=target,
         reuse_inputs=draw(st.booleans()),
-        steps=draw(_steps(len(layers), max_steps, syncs)),
+        steps=draw(_steps(len(layers), max_steps, syncs, target)),
         mesh=mesh,
         input_spec=input_spec,
         functionalization=draw(st.booleans()) if options else True,

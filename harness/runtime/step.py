@@ -98,18 +98,21 @@ def _sync(tensors: Iterable[Tensor] | None, wait: bool, donate: bool | None) -> 
         held = {id(s.node.data) for s in live if not s.pending}
         candidates = [s.base_data for s in storages if s.base_data is not None and id(s.base_data) not in held]
         if candidates:
-            kept = _read_by_origins(storages, candidates)
+            kept = _read_by_origins(storages, live, candidates)
             candidates = [c for c in candidates if id(c) not in kept]
     outputs = executor.execute([s.node for s in storages], [s.sharding for s in storages], candidates, wait)
     for storage, data in zip(storages, outputs, strict=True):
         storage.materialize(data)
 
 
-def _read_by_origins(storages: list[Storage], candidates: list[DeviceData]) -> set[int]:
-    """The candidates a value computed from parameters in this sync reads: its IR stays on as
-    the origin its gradient is taken through later (``Storage.materialize``), so those buffers
-    must outlive the step. (``x.mul_(2); h = x @ w.T; mark_step(); h.sum().backward()``: the
-    step replaced ``x``'s buffer, and ``h``'s origin still computes ``x * 2`` from it.)
+def _read_by_origins(storages: list[Storage], live: list[Storage], candidates: list[DeviceData]) -> set[int]:
+    """The candidates a value computed from parameters reads, through the IR its gradient is
+    taken through later (``Storage.materialize`` keeps it as the value's origin), so those
+    buffers must outlive the step: the values this sync computes, and the ones an earlier read
+    or partial sync already computed, whose origins are still live. (``x.mul_(2); h = x @ w.T;
+    mark_step(); h.sum().backward()``: the step replaced ``x``'s buffer, and ``h``'s origin
+    still computes ``x * 2`` from it; the same with ``h.numpy()`` before the step, where ``h``
+    is no longer pending when the step runs.)
 
     A parameter's value that an update has since replaced (the loss of a step whose optimizer
     update is in the same sync) is not followed: a gradient through it is invalid anyway, as
@@ -117,14 +120,17 @@ def _read_by_origins(storages: list[Storage], candidates: list[DeviceData]) -> s
     an ordinary training loop alive."""
     wanted = {id(c) for c in candidates}
     found: set[int] = set()
-    seen: set[int] = set()
+    # each node once per way it is reached: one reached first through a superseded parameter
+    # value may be part of a current one too (both read the same buffer), and must be followed then
+    seen: set[tuple[int, bool]] = set()
     # (node, whether it is part of a parameter's current value: what that value is computed from)
     stack: list[tuple[ir.Node, bool]] = [(s.node, False) for s in storages if s.grad_dep]
+    stack += [(s.node.origin, False) for s in live if s.grad_dep and not s.pending and s.node.origin is not None]
     while stack:
         node, inside = stack.pop()
-        if id(node) in seen:
+        if (id(node), inside) in seen:
             continue
-        seen.add(id(node))
+        seen.add((id(node), inside))
         leaf = node.leaf() if node.leaf is not None else None
         if leaf is not None:
             if leaf.node is node:
@@ -134,6 +140,8 @@ def _read_by_origins(storages: list[Storage], candidates: list[DeviceData]) -> s
         if node.data is not None:
             if id(node.data) in wanted:
                 found.add(id(node.data))
+            if node.origin is not None:  # a value computed earlier: its gradient goes through this
+                stack.append((node.origin, False))
             continue
         stack.extend((o, inside) for o in node.operands)
     return found

@@ -36,6 +36,7 @@ def test_every_switch_is_off_by_default() -> None:
         "partial-sync-donation",
         "host-aliasing",
         "deleted-shard",
+        "sharded-read-compiles",
     }
     assert faults.enabled() == frozenset()
 
