@@ -19,12 +19,16 @@ import textwrap
 import types
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from harness.scenarios.reproducer import Reproducer
 
 #: the environment a trigger runs with beyond its own (what ``child_environment`` sets)
 TORCH_XLA_ENV = {"PJRT_DEVICE": "CPU"}
+#: the versions a report on each runtime names (a release environment holds the harness' own
+#: JAX too, which a PyTorch/XLA maintainer does not need to read about)
+REPORTED_VERSIONS = {"torch_xla": ("python", "torch", "torch_xla"), "jax": ("python", "jax", "jaxlib")}
 
 
 @dataclass(frozen=True)
@@ -161,6 +165,7 @@ def render(
     outcome: dict[str, Any],
     rows: list[str],
     references: list[str],
+    bisect: str = "",
 ) -> str:
     """The Markdown issue (module docstring). ``outcome`` is a run's ``ScenarioRun.to_json()``."""
     variants = {v["variant"]: v for v in outcome.get("variants", [])}
@@ -187,9 +192,12 @@ def render(
             + (f": `{seen['error']}`" if seen.get("error") else ""),
             "",
         ]
+    shown = REPORTED_VERSIONS.get(runtime, tuple(sorted(versions)))
     out += ["## Versions and device", ""]
-    out += [f"- {name}: {version}" for name, version in sorted(versions.items())] or ["- (not reported)"]
+    out += [f"- {name}: {versions[name]}" for name in shown if name in versions] or ["- (not reported)"]
     out += [f"- device: {backend}", ""]
+    if bisect:
+        out += ["## Which release", "", bisect, ""]
     if rows:
         out += ["## Releases measured", "", *[f"- {row}" for row in rows], ""]
     if references:
@@ -202,7 +210,6 @@ def report_command(args: Any) -> int:
     """``xharness report upstream SCENARIO --runtime R [--release V] [--out FILE]``: runs the
     trigger on the release (its own environment, as ``repro`` does), then writes the report."""
     import sys
-    from pathlib import Path
 
     from harness.errors import UsageError
     from harness.releases import catalog, envs, interpreters, release_spec
@@ -246,9 +253,32 @@ def report_command(args: Any) -> int:
         runtime=args.runtime, release=release,
         scripts=[(r, standalone_script(r)) for r in reproducers],
         outcome=run.to_json(), rows=rows, references=references,
+        bisect=bisect_answer(Path("reports") / "junit", args.runtime, scenario.id),
     )
     out = Path(args.out) if args.out else Path("reports") / "upstream" / f"{scenario.id}-{args.runtime}-{release}.md"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(text, encoding="utf-8")
     print(f"xharness: wrote {out} ({run.outcome} on {args.runtime} {release}: {run.verdict.verdict})")
     return 0
+
+
+def bisect_answer(junit_dir: Path, runtime: str, scenario: str) -> str:
+    """What ``xharness bisect`` last answered for the scenario (its JUnit file in ``junit_dir``,
+    where the bisect writes by default), with the releases it tried; "" when none ran here."""
+    import xml.etree.ElementTree as ET
+
+    from harness.releases.bisect_command import cell_name
+
+    path = junit_dir / f"{cell_name(runtime, scenario)}.xml"
+    try:
+        root = ET.parse(path).getroot()
+    except (OSError, ET.ParseError):
+        return ""
+    for case in root.iter("testcase"):
+        props = {p.get("name"): p.get("value") or "" for p in case.iter("property")}
+        if props.get("bisect-answer"):
+            tried = props.get("bisect-tried", "").replace(";", ", ").replace("=", ": ")
+            searched = props.get("bisect-range", "").replace(";", ", ")
+            return (f"`xharness bisect {scenario} --runtime {runtime}`: {props['bisect-answer']} "
+                    f"(releases searched: {searched}; tried: {tried})")
+    return ""

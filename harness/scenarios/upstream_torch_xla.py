@@ -487,13 +487,22 @@ class CompiledEveryRead(InvariantViolation):
     """A loop whose every iteration records the same programs kept compiling."""
 
 
+def _sharding_api() -> Any:
+    """``torch_xla.distributed.spmd``, or where releases before 2.2 kept it."""
+    try:
+        import torch_xla.distributed.spmd as xs
+    except ImportError:
+        import torch_xla.experimental.xla_sharding as xs
+    return xs
+
+
 def _split_mesh() -> Any:
     """SPMD on, and a (n/2, 2) mesh whose second axis splits a dimension of two (the finding's
     (4, 2) mesh over eight devices)."""
     import numpy as np
-    import torch_xla.distributed.spmd as xs
     import torch_xla.runtime as xr
 
+    xs = _sharding_api()
     xr.use_spmd()
     n = xr.global_runtime_device_count()
     if n < 4 or n % 2:
@@ -520,11 +529,11 @@ def gradient_read_in_loop() -> None:
     the gradient before the step boundary, a fresh parameter each iteration."""
     import numpy as np
     import torch
-    import torch_xla
-    import torch_xla.distributed.spmd as xs
+    import torch_xla.core.xla_model as xm
 
+    xs = _sharding_api()
     mesh = _split_mesh()
-    device = torch_xla.device()
+    device = xm.xla_device()
     counts: list[int] = []
     for _ in range(4):
         before = _compiles()
@@ -533,7 +542,7 @@ def gradient_read_in_loop() -> None:
         xs.mark_sharding(x, mesh, (None, "y"))
         ((x @ w.T) ** 2).mean().backward()
         w.grad.detach().cpu()  # the read before the step boundary
-        torch_xla.sync()
+        xm.mark_step()
         counts.append(_compiles() - before)
     _check_compiles(counts, "a training loop reading its sharded gradient before each step boundary")
 
@@ -542,13 +551,13 @@ def repeated_read() -> None:
     """The mechanism alone: ``.cpu()`` of one split tensor three times."""
     import numpy as np
     import torch
-    import torch_xla
-    import torch_xla.distributed.spmd as xs
+    import torch_xla.core.xla_model as xm
 
+    xs = _sharding_api()
     mesh = _split_mesh()
-    x = torch.tensor(np.arange(8, dtype=np.float32).reshape(4, 2), device=torch_xla.device())
+    x = torch.tensor(np.arange(8, dtype=np.float32).reshape(4, 2), device=xm.xla_device())
     xs.mark_sharding(x, mesh, (None, "y"))
-    torch_xla.sync()
+    xm.mark_step()
     counts = []
     for _ in range(3):
         before = _compiles()
@@ -634,7 +643,7 @@ REPRODUCERS: tuple[Reproducer, ...] = (
     ),
     Reproducer(
         "sharded-read-compiles", "repeated-read", repeated_read,
-        "PjRtComputationClient::ReplicateShardedData compiles its program on every call",
+        "PjRtComputationClient::ReplicateShardedData, which compiles its program on every call",
         signatures=(_COMPILES_EVERY_READ,),
     ),
 )
@@ -808,8 +817,9 @@ def _release_from(stderr: str) -> str:
 # ------------------------------------------------------------------------------ the child side
 def _versions() -> dict[str, str]:
     import importlib.metadata
+    import platform
 
-    out = {}
+    out = {"python": platform.python_version()}
     for dist in ("torch", "torch_xla", "jax", "jaxlib"):
         try:
             out[dist] = importlib.metadata.version(dist)
