@@ -526,8 +526,8 @@ def _check_compiles(counts: list[int], what: str) -> None:
 
 def gradient_read_in_loop() -> None:
     """The step-boundary invariant's shrunk program: a sharded input, a backward, ``.cpu()`` of
-    the gradient before the step boundary, a fresh parameter each iteration."""
-    import numpy as np
+    the gradient before the step boundary, a fresh parameter each iteration. (No NumPy array
+    meets torch here: releases before 2.3 were built against NumPy 1 and cannot read NumPy 2's.)"""
     import torch
     import torch_xla.core.xla_model as xm
 
@@ -537,8 +537,8 @@ def gradient_read_in_loop() -> None:
     counts: list[int] = []
     for _ in range(4):
         before = _compiles()
-        w = torch.tensor(np.full((2, 2), 0.5, np.float32), device=device, requires_grad=True)
-        x = torch.tensor(np.ones((3, 2), np.float32), device=device)
+        w = torch.full((2, 2), 0.5, device=device, requires_grad=True)
+        x = torch.ones((3, 2), device=device)
         xs.mark_sharding(x, mesh, (None, "y"))
         ((x @ w.T) ** 2).mean().backward()
         w.grad.detach().cpu()  # the read before the step boundary
@@ -549,13 +549,12 @@ def gradient_read_in_loop() -> None:
 
 def repeated_read() -> None:
     """The mechanism alone: ``.cpu()`` of one split tensor three times."""
-    import numpy as np
     import torch
     import torch_xla.core.xla_model as xm
 
     xs = _sharding_api()
     mesh = _split_mesh()
-    x = torch.tensor(np.arange(8, dtype=np.float32).reshape(4, 2), device=xm.xla_device())
+    x = torch.arange(8, dtype=torch.float32).reshape(4, 2).to(xm.xla_device())
     xs.mark_sharding(x, mesh, (None, "y"))
     xm.mark_step()
     counts = []
