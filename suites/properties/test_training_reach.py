@@ -20,7 +20,7 @@ from hypothesis import Phase, given, settings
 from harness.adapters.reference import REFERENCE_DIALECT
 from harness.properties import training
 
-pytestmark = pytest.mark.options_independent  # generation only: no program runs
+pytestmark = pytest.mark.cell_independent  # generation only: no program runs, whatever the cell
 
 DRAWS = 300
 #: one line of reference-dialect code per event, in the order the composition needs them
