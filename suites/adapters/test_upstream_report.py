@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from harness import cli
-from harness.releases.upstream_report import render, standalone_script
+from harness.releases.upstream_report import bisect_answer, render, standalone_script
 from harness.scenarios import upstream_torch_xla as upstream
 from harness.scenarios.expected import PASSED, REPRODUCED
 from harness.scenarios.expected import load as load_table
@@ -46,14 +46,38 @@ def test_the_report_has_every_part() -> None:
     rep = upstream.find("aliased-save", "detach-add-aliasing-on")
     outcome = {"variants": [{"variant": rep.variant, "outcome": "reproduced", "signature": "stale-value",
                              "error": "StaleValue: stale value", "backend": "cpu",
-                             "versions": {"torch": "2.5.1", "torch_xla": "2.5.1", "python": "3.11.7"}}]}
+                             "versions": {"torch": "2.5.1", "torch_xla": "2.5.1", "python": "3.11.7",
+                                          "jax": "0.10.2"}}]}
     text = render(title="A title", story="What happens.", scenario="aliased-save", runtime="torch_xla",
                   release="2.5.1", scripts=[(rep, standalone_script(rep))], outcome=outcome,
-                  rows=["<2.6: reproduced"], references=["https://github.com/pytorch/xla/issues/8482"])
+                  rows=["<2.6: reproduced"], references=["https://github.com/pytorch/xla/issues/8482"],
+                  bisect="the bisect's answer")
     for part in ("# [torch_xla 2.5.1] A title", "```python", "**Expected:**", "**Actual** on torch_xla 2.5.1: "
-                 "reproduced (stale-value)", "- torch_xla: 2.5.1", "- device: cpu", "## Releases measured",
+                 "reproduced (stale-value)", "- python: 3.11.7", "- torch: 2.5.1", "- torch_xla: 2.5.1",
+                 "- device: cpu", "## Which release", "the bisect's answer", "## Releases measured",
                  "- <2.6: reproduced", "## Related", "issues/8482"):
         assert part in text, part
+    # the harness' own JAX in the release's environment is no version of the runtime reported on
+    assert "jax" not in text.split("## Versions and device")[1].split("##")[0]
+
+
+def test_the_report_names_the_last_bisect(tmp_path: Path) -> None:
+    from harness.releases.bisect_command import BisectReport, TriedRelease, cell_name, records
+    from harness.report.junit import write_cell_xml
+
+    assert bisect_answer(tmp_path, "torch_xla", "aliased-save") == ""  # none ran here
+    tried = TriedRelease(order=1, release="2.5.1", spec="2.5.1", kind="index", version="2.5.1",
+                         imported="2.5.1", outcome="reproduced", seconds=1.0, verdict="as-expected",
+                         note="", role="last good", env=None, env_built=False, env_dropped=False, replay="r")
+    report = BisectReport(runtime="torch_xla", scenario="aliased-save", range=("2.5.1", "2.6.0"),
+                          result="changed", direction="fixed", exact=True, answer="fixed in torch_xla 2.6.0",
+                          last_good="2.5.1", first="2.6.0", suspects=(), untested=(), trials=(tried,),
+                          replay="r", wall=1.0, out=str(tmp_path), exit_code=0)
+    cell = cell_name("torch_xla", "aliased-save")
+    write_cell_xml(cell, records(report, {}), tmp_path / f"{cell}.xml")
+    answer = bisect_answer(tmp_path, "torch_xla", "aliased-save")
+    assert answer.startswith("`xharness bisect aliased-save --runtime torch_xla`: fixed in torch_xla 2.6.0")
+    assert "releases searched: 2.5.1, 2.6.0" in answer and "tried: 2.5.1: reproduced" in answer
 
 
 def test_usage_errors(capsys: pytest.CaptureFixture[str]) -> None:
