@@ -23,14 +23,13 @@ process); ``--baseline PATH`` measures a second tree too and prints both side by
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import statistics
-import subprocess
 import sys
 from collections import Counter
 from pathlib import Path
 from typing import Any
+
+from tree_measure import measure
 
 ROOT = Path(__file__).resolve().parent.parent
 KINDS = {
@@ -117,27 +116,6 @@ def collect(invariant_id: str, count: int) -> dict[str, Any]:
     }
 
 
-def measure(tree: Path, invariant_id: str, count: int) -> dict[str, Any]:
-    """``collect`` in a child process that imports ``harness`` from ``tree``."""
-    env = {**os.environ, "PYTHONPATH": str(tree), "JAX_NUM_CPU_DEVICES": os.environ.get("JAX_NUM_CPU_DEVICES", "8")}
-    code = (
-        "import json, sys; sys.path.insert(0, sys.argv[1]); import swarm_stats, harness; "
-        "assert harness.__file__.startswith(sys.argv[2]), harness.__file__; "
-        "print(json.dumps(swarm_stats.collect(sys.argv[3], int(sys.argv[4]))))"
-    )
-    proc = subprocess.run(
-        [sys.executable, "-c", code, str(Path(__file__).parent), str(tree.resolve()), invariant_id, str(count)],
-        cwd=tree,
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if proc.returncode:
-        raise SystemExit(f"measuring {tree} failed:\n{proc.stderr[-4000:]}")
-    return json.loads(proc.stdout.strip().splitlines()[-1])
-
-
 def _share(count: int, total: int) -> str:
     return f"{count} ({100 * count / total:.1f}%)" if total else str(count)
 
@@ -186,8 +164,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     results: dict[str, dict[str, Any]] = {}
     if args.baseline is not None:
-        results[f"baseline ({args.baseline})"] = measure(args.baseline, args.invariant, args.programs)
-    results[f"{args.tree}"] = measure(args.tree, args.invariant, args.programs)
+        results[f"baseline ({args.baseline})"] = measure(args.baseline, "swarm_stats", args.invariant, args.programs)
+    results[f"{args.tree}"] = measure(args.tree, "swarm_stats", args.invariant, args.programs)
     print(f"{args.invariant}: {args.programs} programs drawn as its suite draws them, counted as run\n")
     print(table(results, args.all))
     return 0

@@ -33,16 +33,15 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import json
-import os
 import re
 import statistics
-import subprocess
 import sys
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+
+from tree_measure import measure
 
 ROOT = Path(__file__).resolve().parent.parent
 EVENTS: tuple[str, ...] = ("inplace", "product", "read", "step", "backward")
@@ -134,27 +133,6 @@ def collect(count: int) -> dict[str, Any]:
     }
 
 
-def measure(tree: Path, count: int) -> dict[str, Any]:
-    """``collect`` in a child process that imports ``harness`` from ``tree``."""
-    env = {**os.environ, "PYTHONPATH": str(tree), "JAX_NUM_CPU_DEVICES": os.environ.get("JAX_NUM_CPU_DEVICES", "8")}
-    code = (
-        "import json, sys; sys.path.insert(0, sys.argv[1]); import training_stats, harness; "
-        "assert harness.__file__.startswith(sys.argv[2]), harness.__file__; "
-        "print(json.dumps(training_stats.collect(int(sys.argv[3]))))"
-    )
-    proc = subprocess.run(
-        [sys.executable, "-c", code, str(Path(__file__).parent), str(tree.resolve()), str(count)],
-        cwd=tree,
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if proc.returncode:
-        raise SystemExit(f"measuring {tree} failed:\n{proc.stderr[-4000:]}")
-    return json.loads(proc.stdout.strip().splitlines()[-1])
-
-
 def _share(count: int, total: int) -> str:
     if not count:
         return "0 (never)"
@@ -198,8 +176,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     results: dict[str, dict[str, Any]] = {}
     if args.baseline is not None:
-        results[f"baseline ({args.baseline})"] = measure(args.baseline, args.programs)
-    results[f"{args.tree}"] = measure(args.tree, args.programs)
+        results[f"baseline ({args.baseline})"] = measure(args.baseline, "training_stats", args.programs)
+    results[f"{args.tree}"] = measure(args.tree, "training_stats", args.programs)
     print(f"training.programs(): {args.programs} programs drawn as the searches draw them, events of the reference code\n")
     print(table(results))
     return 0
