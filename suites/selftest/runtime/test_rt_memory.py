@@ -22,8 +22,10 @@ X = np.linspace(-1, 1, 4 * 256, dtype=np.float32).reshape(4, 256)
 Y = np.linspace(0, 1, 4 * 128, dtype=np.float32).reshape(4, 128)
 
 
-def _held_bytes(momentum: float, steps: int = 4) -> tuple[int, int]:
-    """(live device bytes the training state holds, its parameter + optimizer-state bytes)."""
+def _held_bytes(momentum: float, steps: int = 4, read_loss: bool = False) -> tuple[int, int]:
+    """(live device bytes the training state holds, its parameter + optimizer-state bytes).
+    ``read_loss``: the loop logs its loss before the step boundary, so the loss is a value an
+    earlier read computed when the step runs (its kept IR reads the parameters it superseded)."""
     xr.manual_seed(0)
     model = models.LinearModel(256, 128)  # parameters far larger than the data
     opt = xr.optim.SGD(model.parameters(), lr=0.01, momentum=momentum)
@@ -32,6 +34,8 @@ def _held_bytes(momentum: float, steps: int = 4) -> tuple[int, int]:
     for _ in range(steps):
         loss = nn.mse_loss(model(x), y)
         loss.backward()
+        if read_loss:
+            loss.item()
         opt.step()
         opt.zero_grad()
         xr.mark_step()
@@ -48,9 +52,10 @@ def _held_bytes(momentum: float, steps: int = 4) -> tuple[int, int]:
     return with_state - live_device_bytes() - data, param_opt
 
 
+@pytest.mark.parametrize("read_loss", [False, True], ids=["", "loss-read-before-the-step"])
 @pytest.mark.parametrize("momentum", [0.0, 0.9], ids=["sgd", "sgd-momentum"])
-def test_with_param_aliasing_the_parameters_are_held_once(momentum: float) -> None:
-    held, param_opt = _held_bytes(momentum)
+def test_with_param_aliasing_the_parameters_are_held_once(momentum: float, read_loss: bool) -> None:
+    held, param_opt = _held_bytes(momentum, read_loss=read_loss)
     assert held == param_opt, f"live bytes beyond data and loss: {held}, parameters + optimizer state: {param_opt}"
 
 
