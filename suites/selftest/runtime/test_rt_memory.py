@@ -20,6 +20,7 @@ from harness.runtime.transfers import device_bytes, live_device_bytes
 
 X = np.linspace(-1, 1, 4 * 256, dtype=np.float32).reshape(4, 256)
 Y = np.linspace(0, 1, 4 * 128, dtype=np.float32).reshape(4, 128)
+LOSS_PIECE = np.dtype(np.float32).itemsize  # one float32 scalar on one device
 
 
 def _held_bytes(momentum: float, steps: int = 4, read_loss: bool = False) -> tuple[int, int]:
@@ -56,7 +57,12 @@ def _held_bytes(momentum: float, steps: int = 4, read_loss: bool = False) -> tup
 @pytest.mark.parametrize("momentum", [0.0, 0.9], ids=["sgd", "sgd-momentum"])
 def test_with_param_aliasing_the_parameters_are_held_once(momentum: float, read_loss: bool) -> None:
     held, param_opt = _held_bytes(momentum, read_loss=read_loss)
-    assert held == param_opt, f"live bytes beyond data and loss: {held}, parameters + optimizer state: {param_opt}"
+    # a read leaves JAX one device's piece of the 4-byte loss as an array of its own (``reshard``'s
+    # docstring): a copy of the loss, never of a parameter (the weight alone is 128 KiB a device)
+    slack = LOSS_PIECE if read_loss else 0
+    assert param_opt <= held <= param_opt + slack, (
+        f"live bytes beyond data and loss: {held}, parameters + optimizer state: {param_opt}"
+    )
 
 
 def test_without_donation_the_old_parameters_stay_alive() -> None:
