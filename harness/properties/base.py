@@ -181,8 +181,8 @@ KNOWN_FINDINGS: list[KnownFinding] = [
     KnownFinding(
         invariant="step-boundary",
         runtime="torch_xla",
-        upstream="not reported upstream (https://github.com/pytorch/xla/issues/7943 reported the "
-        "symptom on a TPU and was closed); found by the step-boundary invariant",
+        upstream="https://github.com/pytorch/xla/issues/9751 (the uncached ReplicateShardedData "
+        "program; #7943 saw the symptom on a TPU); found here by the step-boundary invariant",
         summary="in SPMD with a sharded input, reading a gradient or an updated parameter (.cpu()) "
         "before the step boundary compiles a program again on every iteration: every host read "
         "of a split value compiles a replication program (ReplicateShardedData), never cached",

@@ -8,8 +8,9 @@ reads a sharded gradient or an updated parameter with ``.cpu()`` before its step
 a norm, to check for NaNs) compiles once per iteration for as long as it runs: the step-boundary
 invariant found it on 2.5.1 and 2.9.0, compiles per iteration ``[3, 1, 1, 1]`` where
 ``[k, 0, 0, 0]`` is expected; without the read, or with the input not sharded, none. A plain
-``x.cpu()`` of a split tensor compiles on every call. Upstream's #7943 ("Copy data from TPU to
-CPU increases CompileTime") reported the symptom on a TPU and was closed without a fix to it.
+``x.cpu()`` of a split tensor compiles on every call. The program came with host reads of
+sharded data (#4508, before 2.0); #7943 ("Copy data from TPU to CPU increases CompileTime", closed)
+reported the symptom on a TPU, and #9751 (open) asks why the program is not cached.
 
 Here ``transfers.to_host`` gathers a split value's pieces without a program; the
 ``sharded-read-compiles`` switch makes it build and compile a replication program on every read,
@@ -84,7 +85,7 @@ SCENARIO = Scenario(
     id="sharded-read-compiles",
     title="A host read of a sharded value compiles a replication program every time: a loop that "
     "reads a sharded gradient before its step boundary never stops compiling",
-    upstream=("pytorch/xla#7943",),
+    upstream=("pytorch/xla#9751", "pytorch/xla#7943", "pytorch/xla#4508"),
     component="host transfer of sharded data (ReplicateShardedData), compile cache",
     trigger="SPMD, x sharded on a mesh axis, loss.backward(); w.grad.cpu() before torch_xla.sync(), in a loop",
     fault="sharded-read-compiles",  # faults.SHARDED_READ_COMPILES

@@ -637,12 +637,13 @@ REPRODUCERS: tuple[Reproducer, ...] = (
     ),
     Reproducer(
         "sharded-read-compiles", "gradient-read-in-loop", gradient_read_in_loop,
-        "the shrunk counterexample of the step-boundary invariant (pytorch/xla#7943's symptom)",
+        "the shrunk counterexample of the step-boundary invariant (the symptom of pytorch/xla#7943)",
         signatures=(_COMPILES_EVERY_READ,),
     ),
     Reproducer(
         "sharded-read-compiles", "repeated-read", repeated_read,
-        "PjRtComputationClient::ReplicateShardedData, which compiles its program on every call",
+        "PjRtComputationClient::ReplicateShardedData, which compiles its program on every call "
+        "(pytorch/xla#9751)",
         signatures=(_COMPILES_EVERY_READ,),
     ),
 )
