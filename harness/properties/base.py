@@ -320,10 +320,16 @@ class Invariant:
 
             if reason := invariant.unmet():
                 pytest.skip(reason)
-            options = {"max_examples": invariant.scaled_examples(), **overrides}
-            run = settings(**options)(given(invariant.examples())(invariant.run_example))
+            options: dict[str, Any] = {"max_examples": invariant.scaled_examples()}
             rt = current()
             findings = known_findings(invariant.id, rt.name, rt.version())
+            if findings:
+                # a failure here is judged, not debugged: whether a known finding explains it does
+                # not depend on its size, and shrinking a whole training program on a real release
+                # cost minutes (step-boundary on torch_xla 2.9.0: 146 s against 14 s); an
+                # unexplained one is re-raised as drawn, and ``search()`` shrinks it
+                options["phases"] = tuple(p for p in Phase if p is not Phase.shrink)
+            run = settings(**{**options, **overrides})(given(invariant.examples())(invariant.run_example))
             if not findings:
                 run()
                 return

@@ -50,3 +50,32 @@ def test_invariants_whose_failure_breaks_the_process_are_named_for_isolation() -
         "partial-sync", "step-boundary", "sync-aliasing", "training-differential",
     ]
     assert isolated_invariants("jax", "0.10.2") == []
+
+
+def test_a_known_failure_is_judged_as_drawn_and_an_unknown_one_shrinks(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Under a known finding the ready test stops at the first failure (shrinking a real release's
+    training program cost minutes and changes nothing about whether the finding explains it)."""
+    import pytest
+    from hypothesis import strategies as st
+
+    from harness.properties import base
+
+    calls: list[int] = []
+
+    def check(n: int) -> None:
+        calls.append(n)
+        if n >= 10:
+            raise RuntimeError("buffer with shape f32[4] is deleted")
+
+    invariant = base.Invariant(id="x", title="t", check=check, isolate=False, max_examples=100,
+                               examples=lambda: st.fixed_dictionaries({"n": st.integers(0, 1000)}))
+    monkeypatch.setattr(base, "known_findings", lambda *a: [_finding(r"is deleted", must_fail=False)])
+    with pytest.raises(pytest.xfail.Exception):
+        invariant.hypothesis_test(derandomize=True, database=None)()
+    failing = [n for n in calls if n >= 10]
+    assert len(set(failing)) == 1, f"shrank a known failure through {sorted(set(failing))}"
+    calls.clear()
+    monkeypatch.setattr(base, "known_findings", lambda *a: [])
+    with pytest.raises(RuntimeError):
+        invariant.hypothesis_test(derandomize=True, database=None)()
+    assert min(n for n in calls if n >= 10) == 10  # without a finding the failure shrinks to its smallest
