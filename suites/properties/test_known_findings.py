@@ -3,6 +3,8 @@ same invariant is news and fails the run."""
 
 from __future__ import annotations
 
+import pytest
+
 from harness.properties.base import (
     KNOWN_FINDINGS,
     KnownFinding,
@@ -52,7 +54,7 @@ def test_invariants_whose_failure_breaks_the_process_are_named_for_isolation() -
     assert isolated_invariants("jax", "0.10.2") == []
 
 
-def test_a_known_failure_is_judged_as_drawn_and_an_unknown_one_shrinks(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+def test_a_known_failure_is_judged_as_drawn_and_an_unknown_one_shrinks(monkeypatch: pytest.MonkeyPatch) -> None:
     """Under a known finding the ready test stops at the first failure (shrinking a real release's
     training program cost minutes and changes nothing about whether the finding explains it)."""
     import pytest
