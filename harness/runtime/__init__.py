@@ -8,6 +8,7 @@ upstream bugs of the catalog live in the code paths as fault switches (``xr.faul
 
 from harness.runtime import faults, fsdp, kernels, models, nn, optim
 from harness.runtime.accumulation import gradient_accumulation
+from harness.runtime.autograd import no_grad
 from harness.runtime.checkpoint import load, save
 from harness.runtime.config import configure, options
 from harness.runtime.errors import (
@@ -64,6 +65,7 @@ __all__ = [
     "manual_seed",
     "mark_sharding",
     "mark_step",
+    "no_grad",
     "metrics",
     "models",
     "nn",

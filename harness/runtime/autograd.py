@@ -16,12 +16,117 @@ unfolds such values back into that IR, so logging the loss first does not cut th
 
 from __future__ import annotations
 
+import weakref
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from harness.runtime import ir
 
+#: whether in-place updates are recorded for autograd (``no_grad`` turns it off, as torch's does)
+_ENABLED = [True]
+
+
+@contextmanager
+def no_grad() -> Iterator[None]:
+    """Updates inside are not autograd's concern: an optimizer's in-place step on its parameters,
+    an initialization. Outside, an in-place update of a parameter (a leaf that requires grad) or
+    of a view of one is refused, as torch refuses it: PyTorch/XLA's autograd is torch's."""
+    _ENABLED.append(False)
+    try:
+        yield
+    finally:
+        _ENABLED.pop()
+
+
+def check_inplace(leaf: bool, view: bool) -> None:
+    """Refuse an in-place update of a requires-grad leaf (``leaf``) outside ``no_grad``."""
+    if leaf and _ENABLED[-1]:
+        what = "a view of a leaf Variable" if view else "a leaf Variable"
+        raise RuntimeError(f"{what} that requires grad is being used in an in-place operation.")
+
 # This module sees nodes and the storages their ``leaf`` references point to, never tensors:
 # ``tensor`` builds on it (``Tensor.backward``), not the other way round.
+
+
+# ------------------------------------------------------------------ saved values
+# torch's autograd keeps, per operation, the values its derivative needs (``derivatives.yaml``):
+# a product keeps each operand the other's gradient needs, ``exp`` and ``tanh`` keep their result.
+# Two rules follow, and PyTorch/XLA's autograd is torch's: an in-place update of a saved value
+# before ``backward`` is refused (its version counter moved), and a second ``backward`` through
+# an operation whose saved values the first released is refused. This runtime differentiates
+# the recorded graph whole, so it keeps only what those rules need: which storages each
+# operation saved, at which count of in-place updates (``Storage.writes``), and whether a
+# ``backward`` released them.
+
+#: operation -> what it saves: "operands" (each operand the other operand's gradient needs),
+#: "quotient" (the divisor, and the dividend too where the divisor needs grad), "self" (its
+#: input), "result" (its output); a Python-scalar operand is saved too (the second
+#: ``backward`` rule) but is never overwritten
+SAVES: dict[str, str] = {
+    "mul": "operands", "div": "quotient", "matmul": "operands", "maximum": "operands", "pow": "self", "log": "self",
+    "abs": "self", "gelu": "self", "exp": "result", "tanh": "result", "sigmoid": "result",
+    "relu": "result", "sqrt": "result", "rsqrt": "result", "softmax": "result", "log_softmax": "result",
+    "where": "condition",  # recorded by ``tensor.where`` itself: the condition is its first operand
+}
+
+
+class Saved:
+    """What one recorded operation saved: (storage, its in-place count then), and whether a
+    ``backward`` released it."""
+
+    __slots__ = ("versions", "released")
+
+    def __init__(self, versions: tuple[tuple[Any, int], ...]) -> None:
+        self.versions = versions
+        self.released = False
+
+
+_SAVED: weakref.WeakKeyDictionary[ir.Node, Saved] = weakref.WeakKeyDictionary()
+
+
+def save(node: ir.Node, storages: Iterable[Any]) -> None:
+    """``node`` (an operation that needs grad) saved these storages' current values."""
+    _SAVED[node] = Saved(tuple((weakref.ref(s), s.writes) for s in storages))
+
+
+def saved_operands(op: str, a: Any, b: Any) -> tuple[Any, ...]:
+    """The storages a binary ``op`` of tensor ``a`` and ``b`` (a tensor or a scalar) saves."""
+    rule = SAVES[op]
+    if rule == "self":
+        return (a._storage,) if a.requires_grad else ()
+    b_grad = bool(getattr(b, "requires_grad", False))
+    if rule == "quotient":
+        return ((b._storage,) if hasattr(b, "_storage") else ()) + ((a._storage,) if b_grad else ())
+    out = []
+    if a.requires_grad and hasattr(b, "_storage"):
+        out.append(b._storage)
+    if hasattr(b, "requires_grad") and b.requires_grad:
+        out.append(a._storage)
+    return tuple(out)
+
+
+def released(node: ir.Node) -> bool:
+    """Whether ``node`` saved values a ``backward`` has released: its graph is done with."""
+    record = _SAVED.get(node)
+    return record is not None and record.released
+
+
+def _check_saved(records: list[Saved]) -> None:
+    for record in records:
+        if record.released:
+            raise RuntimeError(
+                "Trying to backward through the graph a second time (or directly access saved tensors "
+                "after they have already been freed): a backward() released the values it saved; "
+                "pass retain_graph=True to the first backward() to keep them"
+            )
+        for ref, writes in record.versions:
+            storage = ref()
+            if storage is not None and storage.writes != writes:
+                raise RuntimeError(
+                    "one of the variables needed for gradient computation has been modified by an "
+                    f"inplace operation: it was saved at version {writes} and is at version {storage.writes}"
+                )
 
 
 def _leaf_storage(node: ir.Node) -> Any:
@@ -59,18 +164,23 @@ def _unfold(root: ir.Node) -> ir.Node:
         else:
             copy = ir.Node(node.op, operands, node.attrs, aval=node.aval, sharding=node.sharding)
             copy.leaf = node.leaf
+            record = _SAVED.get(node)
+            if record is not None:  # the copy stands for the same operation: the same record
+                _SAVED[copy] = record
             done[id(node)] = copy
     return done[id(root)]
 
 
-def _grad_leaves(root: ir.Node) -> list[ir.Node]:
+def _grad_leaves(root: ir.Node, records: list[Saved] | None = None) -> list[ir.Node]:
     """The values of requires-grad leaves reachable from ``root`` (not through a stop_gradient),
-    each once: a walk of the whole forward graph at every ``backward``, so its loop is kept to
-    the checks themselves (nodes hash by identity; only a node with a leaf pays a call)."""
+    each once, and into ``records`` what the operations on the way saved: a walk of the whole
+    forward graph at every ``backward``, so its loop is kept to the checks themselves (nodes hash
+    by identity; only a node with a leaf pays a call)."""
     seen: set[ir.Node] = set()
     leaves: list[ir.Node] = []
     stack = [root]
     pop, push, mark = stack.pop, stack.extend, seen.add
+    saved = _SAVED.get if records is not None and _SAVED else None
     while stack:
         node = pop()
         if node in seen:
@@ -81,15 +191,26 @@ def _grad_leaves(root: ir.Node) -> list[ir.Node]:
         if node.leaf is not None and _leaf_storage(node) is not None:  # few nodes have a leaf
             leaves.append(node)
             continue
+        if saved is not None:
+            record = saved(node)
+            if record is not None:
+                records.append(record)  # type: ignore[union-attr]
         push(node.operands)
     return leaves
 
 
-def gradients(loss: ir.Node) -> list[tuple[Any, ir.Node]]:
+def gradients(loss: ir.Node, retain_graph: bool = False) -> list[tuple[Any, ir.Node]]:
     """For each requires-grad leaf storage reachable from the scalar ``loss``: the node of its
-    gradient, one element of a single ``vjp`` node."""
+    gradient, one element of a single ``vjp`` node. Refused, as torch refuses it, where a value
+    saved on the way was overwritten in place or released by an earlier ``backward``; releases
+    them unless ``retain_graph``."""
     root = _unfold(loss)
-    leaves = _grad_leaves(root)
+    records: list[Saved] = []
+    leaves = _grad_leaves(root, records)
+    _check_saved(records)
+    if not retain_graph:
+        for record in records:
+            record.released = True
     if not leaves:
         raise RuntimeError(
             "backward(): no parameter is reachable from the loss; its graph was cut "

@@ -9,10 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-import numpy as np
-
 from harness.runtime import transfers
-from harness.runtime.tensor import Tensor, tensor, zeros
+from harness.runtime.autograd import no_grad
+from harness.runtime.tensor import Tensor, zeros
 
 
 def zeros_like_layout(p: Tensor) -> Tensor:
@@ -75,7 +74,8 @@ class SGD(Optimizer):
                     buf = self._buffers[id(p)] = zeros_like_layout(p)
                 buf.mul_(self.momentum).add_(g)
                 g = buf
-            p.sub_(g * self.lr)
+            with no_grad():  # the update is no part of the graph autograd differentiates
+                p.sub_(g * self.lr)
 
 
 class Adam(Optimizer):
@@ -87,16 +87,23 @@ class Adam(Optimizer):
         self.eps = eps
         self._m = [zeros_like_layout(p) for p in self.params]
         self._v = [zeros_like_layout(p) for p in self.params]
-        self._t = tensor(np.zeros((), np.float32))
+        # each parameter's step count, on the host, as torch keeps it (``state[p]["step"]``, a
+        # CPU value read with ``.item()``): a parameter without a gradient skips a step and its
+        # count stays behind; the bias corrections ``1 - beta ** t`` are Python floats in double
+        # precision, a scalar input of the graph (never baked into the plan). The semantics
+        # oracle found both: one count for all parameters, and corrections computed in float32
+        # on the device, where ``1 - 0.999 ** 1`` cancels to 0.00099998713
+        self._steps = [0] * len(self.params)
 
     def step(self) -> None:
-        self._t.add_(1.0)
-        c1 = 1.0 - self.b1**self._t
-        c2 = 1.0 - self.b2**self._t
-        for p, m, v in zip(self.params, self._m, self._v, strict=True):
+        for i, (p, m, v) in enumerate(zip(self.params, self._m, self._v, strict=True)):
             if p.grad is None:
                 continue
+            self._steps[i] += 1
+            c1 = 1.0 - self.b1 ** self._steps[i]
+            c2 = 1.0 - self.b2 ** self._steps[i]
             g = p.grad
             m.mul_(self.b1).add_(g * (1.0 - self.b1))
             v.mul_(self.b2).add_(g * g * (1.0 - self.b2))
-            p.sub_((m / c1) * self.lr / ((v / c2).sqrt() + self.eps))
+            with no_grad():
+                p.sub_((m / c1) * self.lr / ((v / c2).sqrt() + self.eps))

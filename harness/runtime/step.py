@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
 from harness import sched
-from harness.runtime import config, executor, faults, ir, seams
+from harness.runtime import autograd, config, executor, faults, ir, seams
 from harness.runtime.device_data import DeviceData
 
 if TYPE_CHECKING:  # ``tensor`` builds on this module; only the type checker looks back
@@ -115,27 +115,48 @@ def _read_by_origins(storages: list[Storage], live: list[Storage], candidates: l
     is no longer pending when the step runs.)
 
     A parameter's value that an update has since replaced (the loss of a step whose optimizer
-    update is in the same sync) is not followed: a gradient through it is invalid anyway, as
-    torch's version counters say, and following it would keep every parameter's old buffer of
-    an ordinary training loop alive."""
+    update is in the same sync) is followed only from a graph no ``backward`` has released: a
+    released one can never be differentiated again (``autograd``: torch refuses it), and an
+    ordinary training loop's loss is released before its step, so its parameters' old buffers
+    are still donated. An unreleased graph through an updated parameter (``t3 = w - w.sum()``
+    after ``opt.step()``, differentiated after the step) recomputes that old value, and keeps
+    what it reads."""
     wanted = {id(c) for c in candidates}
     found: set[int] = set()
+    roots = [s.node for s in storages if s.grad_dep]
+    roots += [s.node.origin for s in live if s.grad_dep and not s.pending and s.node.origin is not None]
     # each node once per way it is reached: one reached first through a superseded parameter
     # value may be part of a current one too (both read the same buffer), and must be followed then
     seen: set[tuple[int, bool]] = set()
+    for root in roots:
+        superseded: list[ir.Node] = []
+        released = _walk(root, False, seen, wanted, found, superseded)
+        while superseded and not released:
+            node = superseded.pop()
+            released = _walk(node, True, seen, wanted, found, superseded) or released
+    return found
+
+
+def _walk(root: ir.Node, through: bool, seen: set[tuple[int, bool]], wanted: set[int], found: set[int],
+          superseded: list[ir.Node]) -> bool:
+    """``_read_by_origins``' walk from ``root``: the wanted buffers it reads go into ``found``,
+    the superseded parameter values it meets into ``superseded`` (followed when ``through``);
+    whether a ``backward`` released a node on the way."""
+    released = False
     # (node, whether it is part of a parameter's current value: what that value is computed from)
-    stack: list[tuple[ir.Node, bool]] = [(s.node, False) for s in storages if s.grad_dep]
-    stack += [(s.node.origin, False) for s in live if s.grad_dep and not s.pending and s.node.origin is not None]
+    stack: list[tuple[ir.Node, bool]] = [(root, through)]
     while stack:
         node, inside = stack.pop()
         if (id(node), inside) in seen:
             continue
         seen.add((id(node), inside))
+        released = released or autograd.released(node)
         leaf = node.leaf() if node.leaf is not None else None
         if leaf is not None:
             if leaf.node is node:
                 inside = True
             elif not inside:  # superseded by an update
+                superseded.append(node)
                 continue
         if node.data is not None:
             if id(node.data) in wanted:
@@ -144,7 +165,7 @@ def _read_by_origins(storages: list[Storage], live: list[Storage], candidates: l
                 stack.append((node.origin, False))
             continue
         stack.extend((o, inside) for o in node.operands)
-    return found
+    return released
 
 
 def mark_step(wait: bool = False) -> None:

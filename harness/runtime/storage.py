@@ -20,12 +20,14 @@ class Storage:
     """The base value shared by a tensor and all its aliases."""
 
     __slots__ = (
-        "node", "version", "synced_from", "sharding", "base_data", "requires_grad", "grad_dep", "owner", "__weakref__",
+        "node", "version", "writes", "synced_from", "sharding", "base_data", "requires_grad", "grad_dep", "owner",
+        "__weakref__",
     )
 
     def __init__(self, node: ir.Node) -> None:
         self.node = node
         self.version = 0
+        self.writes = 0  # in-place updates through any alias: torch's version counter (autograd checks it)
         self.synced_from = -1  # the version whose value the last materialization computed
         self.sharding: Any = None  # requested output sharding (mark_sharding)
         self.base_data: device_data.DeviceData | None = None  # last materialized value, a donation candidate

@@ -158,7 +158,10 @@ class Tensor:
         return tensor(other)._operand()
 
     def _unary(self, op: str, attrs: tuple = ()) -> Tensor:
-        return Tensor.from_node(ir.Node(op, (self._operand(),), attrs), self.requires_grad)
+        out = Tensor.from_node(ir.Node(op, (self._operand(),), attrs), self.requires_grad)
+        if self.requires_grad and op in autograd.SAVES:
+            autograd.save(out._node, (out._storage if autograd.SAVES[op] == "result" else self._storage,))
+        return out
 
     def _binary(self, op: str, other: Any, reverse: bool = False) -> Tensor:
         a = self._operand()
@@ -170,7 +173,10 @@ class Tensor:
             grad = self.requires_grad
         if reverse:
             a, b = b, a
-        return Tensor.from_node(ir.Node(op, (a, b)), grad)
+        out = Tensor.from_node(ir.Node(op, (a, b)), grad)
+        if grad and op in autograd.SAVES:
+            autograd.save(out._node, autograd.saved_operands(op, self, other))
+        return out
 
     def __add__(self, o: Any) -> Tensor: return self._binary("add", o)
     def __radd__(self, o: Any) -> Tensor: return self._binary("add", o, True)
@@ -297,8 +303,11 @@ class Tensor:
         """Replace this alias' value with ``node`` (same shape), through the view chain.
 
         When ``source`` requires grad, so does this tensor from now on (``acc.add_(w * 2)``)."""
-        if isinstance(source, Tensor) and source.requires_grad and not self._storage.requires_grad:
-            self.requires_grad = True
+        if isinstance(source, Tensor) and source.requires_grad and not self.requires_grad and not self._storage.requires_grad:
+            # as in torch, the alias now has a history of its own: a detached one is detached no
+            # more (its old value still is, ``add_`` reads it through ``_operand``). Through an
+            # alias of a parameter this is not modelled (``properties.semantics.NOT_MODELLED``)
+            self.requires_grad, self._detached = True, False
             self._storage.grad_dep = True
         aval = self.node.aval
         if node.aval != aval:  # one comparison in the common case, where nothing changes
@@ -312,27 +321,42 @@ class Tensor:
         self._version = st.version
         return self
 
+    def _check_inplace(self) -> None:
+        """Before an in-place update: refused on a parameter (or a view of one) outside
+        ``no_grad``; counted, so that a value saved for ``backward`` knows it was overwritten."""
+        st = self._storage
+        if self.requires_grad and st.requires_grad:
+            autograd.check_inplace(True, bool(self._views))
+        st.writes += 1
+
     def add_(self, o: Any, alpha: float = 1.0) -> Tensor:
+        self._check_inplace()
         other = self._lift(o) if alpha == 1.0 else ir.Node("mul", (self._lift(o), self._lift(alpha)))
-        return self._write(ir.Node("add", (self.node, other)), o)
+        return self._write(ir.Node("add", (self._operand(), other)), o)
 
     def sub_(self, o: Any, alpha: float = 1.0) -> Tensor:
+        self._check_inplace()
         other = self._lift(o) if alpha == 1.0 else ir.Node("mul", (self._lift(o), self._lift(alpha)))
-        return self._write(ir.Node("sub", (self.node, other)), o)
+        return self._write(ir.Node("sub", (self._operand(), other)), o)
 
     def mul_(self, o: Any) -> Tensor:
-        return self._write(ir.Node("mul", (self.node, self._lift(o))), o)
+        self._check_inplace()
+        return self._write(ir.Node("mul", (self._operand(), self._lift(o))), o)
 
     def div_(self, o: Any) -> Tensor:
-        return self._write(ir.Node("div", (self.node, self._lift(o))), o)
+        self._check_inplace()
+        return self._write(ir.Node("div", (self._operand(), self._lift(o))), o)
 
     def copy_(self, src: Any) -> Tensor:
+        self._check_inplace()
         return self._write(self._lift(src), src)
 
     def zero_(self) -> Tensor:
+        self._check_inplace()
         return self._write(ir.const(0, self.dtype))
 
     def fill_(self, value: Any) -> Tensor:
+        self._check_inplace()
         return self._write(scalar(value, self.dtype))
 
     # ------------------------------------------------------------------ device placement
@@ -343,14 +367,15 @@ class Tensor:
 
     # ------------------------------------------------------------------ autograd
 
-    def backward(self) -> None:
+    def backward(self, retain_graph: bool = False) -> None:
         """Each parameter reachable from this scalar loss gets its gradient in ``.grad`` (set, or
-        added to the one already there)."""
+        added to the one already there). As in torch, the values the graph saved for it are
+        released (``retain_graph`` keeps them): a second ``backward`` through them is refused."""
         if self.shape != ():
             raise ValueError(f"backward() needs a scalar loss, got shape {self.shape}")
         if not self.requires_grad:
             raise RuntimeError("backward(): the loss does not depend on any tensor with requires_grad=True")
-        for storage, grad in autograd.gradients(self.node):
+        for storage, grad in autograd.gradients(self.node, retain_graph):
             owner = storage.owner() if storage.owner is not None else None
             if owner is None:
                 continue
@@ -450,7 +475,10 @@ def where(cond: Tensor, x: Any, y: Any) -> Tensor:
     else:
         nodes = (cond._operand(), like._lift(x), like._lift(y))
     grad = any(isinstance(v, Tensor) and v.requires_grad for v in (x, y))
-    return Tensor.from_node(ir.Node("where", nodes), grad)
+    out = Tensor.from_node(ir.Node("where", nodes), grad)
+    if grad:  # torch's WhereBackward keeps the condition
+        autograd.save(out._node, (cond._storage,))
+    return out
 
 
 def cat(tensors: Iterable[Tensor], dim: int = 0) -> Tensor:

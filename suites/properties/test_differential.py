@@ -101,8 +101,8 @@ def _doubled_gradients(monkeypatch: pytest.MonkeyPatch) -> None:
     """Every gradient ``backward`` hands out is twice what it should be."""
     real = autograd.gradients
 
-    def doubled(loss: ir.Node) -> list[tuple[Any, ir.Node]]:
-        return [(s, ir.Node("mul", (g, ir.const(2.0, g.dtype)))) for s, g in real(loss)]
+    def doubled(loss: ir.Node, retain_graph: bool = False) -> list[tuple[Any, ir.Node]]:
+        return [(s, ir.Node("mul", (g, ir.const(2.0, g.dtype)))) for s, g in real(loss, retain_graph)]
 
     monkeypatch.setattr(autograd, "gradients", doubled)
 

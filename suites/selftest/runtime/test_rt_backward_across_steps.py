@@ -35,7 +35,9 @@ def _materialize(how: str) -> Callable[[xr.Tensor], None]:
 def test_a_backward_after_the_step_that_replaced_its_input(order: tuple[str, ...], how: str,
                                                            functionalization: bool) -> None:
     """``x.mul_(2); h = x @ w.T; <h computed or not>; mark_step(); h.sum().backward()``, in each
-    order the composition takes: the gradient is that of the value ``h`` was computed from."""
+    order the composition takes: the gradient is that of the value ``h`` was computed from. Where
+    the update comes after the product, which saved ``x`` for ``w``'s gradient, ``backward`` is
+    refused as torch (and PyTorch/XLA 2.9.0, measured) refuses it, and nothing is lost."""
     xr.configure(functionalization=functionalization, param_aliasing=True)
     x = xr.tensor(X)
     w = xr.nn.Parameter(W)
@@ -51,10 +53,15 @@ def test_a_backward_after_the_step_that_replaced_its_input(order: tuple[str, ...
             _materialize(how)(h)
     xr.mark_step()
     assert h is not None
+    if not scaled_first:
+        with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+            h.sum().backward()
+        assert w.grad is None
+        np.testing.assert_allclose(x.numpy(), X * 2)
+        return
     h.sum().backward()
     xr.mark_step()
-    used = X * 2 if scaled_first else X
-    np.testing.assert_allclose(w.grad.numpy(), np.ones((3, 2), np.float32).T @ used, rtol=1e-6)
+    np.testing.assert_allclose(w.grad.numpy(), np.ones((3, 2), np.float32).T @ (X * 2), rtol=1e-6)
     np.testing.assert_allclose(x.numpy(), X * 2)
 
 
