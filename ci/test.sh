@@ -13,6 +13,10 @@ source ci/setup.sh
 # the workflow as a security reviewer reads it (offline: no network lookups), and dependabot's file
 .venv/bin/zizmor --offline .github/workflows/
 .venv/bin/check-jsonschema --builtin-schema vendor.dependabot .github/dependabot.yml
+# The eager PyTorch the semantics oracle asks (suites/properties/test_oracle.py): torch 2.13.0's CPU
+# build in an environment of its own under $XHARNESS_ENV_DIR (about a minute the first time, from
+# this kind of machine's disk; reused after), so that .venv never needs torch.
+.venv/bin/xharness eager
 # pytest's exit 5 (no tests collected) fails the job like any other non-zero code.
 .venv/bin/python -m pytest suites -q -p xdist -n 2 "$@"
 

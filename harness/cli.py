@@ -30,6 +30,7 @@ _COMMAND_MODULES = (
     "harness.bench",  # bench
     "harness.releases.commands",  # releases
     "harness.releases.bisect_command",  # bisect
+    "harness.releases.eager_command",  # eager
     "harness.teeth.commands",  # teeth
     "harness.starter",  # init
     "harness.config_command",  # config

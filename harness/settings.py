@@ -214,6 +214,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("XHARNESS_COMPILE_CACHE_MAX_MB", Number("a number of megabytes above 0", minimum=0.0, inclusive=False),
             "512", "the size the compilation cache is trimmed to after a run"),
     Setting("XHARNESS_ENV_DIR", _PATH, "~/.cache/xharness/envs", "where release environments are built and cached"),
+    Setting("XHARNESS_EAGER_PYTHON", _PATH, "",
+            "an interpreter with torch and numpy for the semantics oracle (default: the newest torch environment in XHARNESS_ENV_DIR, built by xharness eager)"),
     Setting("XHARNESS_PIP_ARGS", Text("pip arguments, split as a shell splits words"), "",
             "extra arguments for every pip run that builds or lists releases (an index mirror...)"),
     Setting("XHARNESS_RUNS", Integer("a whole number, 1 or more"), "3",

@@ -80,6 +80,9 @@ class TrainingDialect:
     sync: str  # ``{tensors}`` (a list expression): a waiting sync of those tensors alone
     read: str  # ``{t}``: the tensor's value as a numpy array
     compile_count: str  # an int expression: programs compiled by this process so far
+    #: ``{cond}``, ``{a}``, ``{b}``: elements of ``a`` where ``cond``, else of ``b`` (torch's own
+    #: function unless the runtime has its own)
+    where: str = "torch.where({cond}, {a}, {b})"
 
 
 class Unsupported(Exception):

@@ -161,6 +161,7 @@ REFERENCE_DIALECT = base.TrainingDialect(
     sync="xr.sync({tensors}, wait=True)",
     read="{t}.numpy()",
     compile_count="xr.compile_count()",
+    where="xr.where({cond}, {a}, {b})",
 )
 
 

@@ -56,6 +56,12 @@ from harness.properties.machine import (
     programs,
     run_program,
 )
+from harness.properties.oracle import (
+    SEMANTICS_ORACLE,
+    TRAINING_ORACLE,
+    check_semantics,
+    check_training_eager,
+)
 from harness.properties.preservation import SHARDING_PRESERVATION, check_preservation
 from harness.properties.registry import UnknownInvariant, declared_pairs, get, invariants
 from harness.properties.specs import (
@@ -74,6 +80,10 @@ from harness.properties.strategies import (
 )
 
 __all__ = [
+    "SEMANTICS_ORACLE",
+    "TRAINING_ORACLE",
+    "check_semantics",
+    "check_training_eager",
     "STEP_BOUNDARY",
     "TRAINING_DIFFERENTIAL",
     "check_step_boundaries",

@@ -70,7 +70,8 @@ test_step_boundary = STEP_BOUNDARY.hypothesis_test()
 
 
 #: invariants whose ready test lives in a module of its own, beside the direct tests it rests on
-ELSEWHERE = {"failure-safety": "test_failures.py"}
+ELSEWHERE = {"failure-safety": "test_failures.py", "semantics-oracle": "test_oracle.py",
+             "training-oracle": "test_oracle.py"}
 
 
 def test_every_registered_invariant_runs_here() -> None:

@@ -41,10 +41,11 @@ REQUIRED_CATEGORIES = {
     "failure paths",
     "crash consistency",
     "training programs",
+    "semantics",
 }
 #: categories whose every mutant an invariant must declare (``Invariant.mutants``): checks written
 #: for them, so a mutant of theirs that no check claims is a mutant nobody answers for
-DECLARED_CATEGORIES = {"failure paths", "training programs"}
+DECLARED_CATEGORIES = {"failure paths", "training programs", "semantics"}
 # the end-to-end runs: a write-back bug that only a non-self-inverse permutation shows
 E2E_MUTANT = "05-transpose-writeback-uses-perm"
 KILLING_PROBE = "suites/selftest/test_mutants.py::test_probe_cyclic_3d_permutation_write_back"
