@@ -82,12 +82,25 @@ class Saved:
         self.released = False
 
 
-_SAVED: weakref.WeakKeyDictionary[ir.Node, Saved] = weakref.WeakKeyDictionary()
+#: id(node) -> (a weak reference to the node, its record). Keyed by id, not a WeakKeyDictionary:
+#: the step's donation walk and every backward ask about each node they pass, and a weak key
+#: costs a new weak reference per question; the entry goes when its node does
+_SAVED: dict[int, tuple[weakref.ReferenceType[ir.Node], Saved]] = {}
+
+
+def _record(node: ir.Node) -> Saved | None:
+    entry = _SAVED.get(id(node))
+    return entry[1] if entry is not None and entry[0]() is node else None
+
+
+def _keep(node: ir.Node, record: Saved) -> None:
+    key = id(node)
+    _SAVED[key] = (weakref.ref(node, lambda _ref, key=key: _SAVED.pop(key, None)), record)
 
 
 def save(node: ir.Node, storages: Iterable[Any]) -> None:
     """``node`` (an operation that needs grad) saved these storages' current values."""
-    _SAVED[node] = Saved(tuple((weakref.ref(s), s.writes) for s in storages))
+    _keep(node, Saved(tuple((weakref.ref(s), s.writes) for s in storages)))
 
 
 def saved_operands(op: str, a: Any, b: Any) -> tuple[Any, ...]:
@@ -108,7 +121,9 @@ def saved_operands(op: str, a: Any, b: Any) -> tuple[Any, ...]:
 
 def released(node: ir.Node) -> bool:
     """Whether ``node`` saved values a ``backward`` has released: its graph is done with."""
-    record = _SAVED.get(node)
+    if not _SAVED:
+        return False
+    record = _record(node)
     return record is not None and record.released
 
 
@@ -164,9 +179,9 @@ def _unfold(root: ir.Node) -> ir.Node:
         else:
             copy = ir.Node(node.op, operands, node.attrs, aval=node.aval, sharding=node.sharding)
             copy.leaf = node.leaf
-            record = _SAVED.get(node)
+            record = _record(node)
             if record is not None:  # the copy stands for the same operation: the same record
-                _SAVED[copy] = record
+                _keep(copy, record)
             done[id(node)] = copy
     return done[id(root)]
 
@@ -180,7 +195,7 @@ def _grad_leaves(root: ir.Node, records: list[Saved] | None = None) -> list[ir.N
     leaves: list[ir.Node] = []
     stack = [root]
     pop, push, mark = stack.pop, stack.extend, seen.add
-    saved = _SAVED.get if records is not None and _SAVED else None
+    saved = _record if records is not None and _SAVED else None
     while stack:
         node = pop()
         if node in seen:
