@@ -14,7 +14,6 @@ import json
 import os
 import re
 import subprocess
-import sys
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -107,7 +106,6 @@ class Worker:
         hello = self._line(PROGRAM_TIMEOUT)
         if not hello.get("ready"):
             raise EagerUnavailable(f"{python}: the eager worker did not start: {hello}")
-        self.torch: str = hello["torch"]
         self.lock = threading.Lock()
 
     def _line(self, timeout: float) -> dict[str, Any]:
@@ -170,8 +168,3 @@ def run_here(code: str) -> Answer:
     seen = {str(k): (None if v is None else np.array(v)) for k, v in namespace.get("seen", {}).items()}
     namespace.clear()
     return Answer(seen, error)
-
-
-def python_version(python: str) -> str:
-    return subprocess.run([python, "-c", "import sys; print(sys.version.split()[0])"], capture_output=True,
-                          text=True, check=False).stdout.strip() or sys.version.split()[0]

@@ -29,6 +29,7 @@ from hypothesis import strategies as st
 
 from harness.adapters.base import TrainingDialect
 from harness.properties.model import BASE_SHAPES, permutation, view_index, view_kinds, view_shape
+from harness.properties.strategies import chain_shape
 
 #: what the reference runtime does not model yet, so the generator leaves it out (each is
 #: shown, as the oracle found it, by a strict expected failure in suites/properties/test_oracle.py):
@@ -214,14 +215,6 @@ def _view_expr(t: str, kind: str, shape: tuple[int, ...]) -> str:
     return f"{t}[{', '.join(parts)}]"
 
 
-def _after_view(shape: tuple[int, ...], kind: str) -> tuple[int, ...]:
-    import numpy as np
-
-    from harness.properties.model import apply_view
-
-    return tuple(apply_view(kind, np.empty(shape, np.bool_)).shape)
-
-
 class _Writer:
     """Writes a program in a dialect, statement by statement, keeping the shadow."""
 
@@ -278,7 +271,7 @@ class _Writer:
             kinds = view_kinds(src.shape)
             kind = kinds[s.kind % len(kinds)]
             base = src.base if src.base >= 0 else self.tensors.index(src)
-            self.add(_Shadow(f"t{len(self.tensors)}", _after_view(src.shape, kind), grad=src.grad and kind != "detach",
+            self.add(_Shadow(f"t{len(self.tensors)}", chain_shape(src.shape, (kind,)), grad=src.grad and kind != "detach",
                              executed=src.executed, base=base, kinds=(*src.kinds, kind)),
                      _view_expr(src.name, kind, src.shape))
         elif isinstance(s, Scale):
@@ -543,7 +536,7 @@ class _Draw:
         index = 0 if detach else self.int(0, 8)
         kind = kinds[index % len(kinds)]
         self.viewed[src] = True
-        return self.add(View(src, index), _after_view(self.shapes[src], kind), self.grads[src] and kind != "detach",
+        return self.add(View(src, index), chain_shape(self.shapes[src], (kind,)), self.grads[src] and kind != "detach",
                         self.leafy[src] and kind != "detach")
 
     def scale(self, dst: int | None = None) -> int:
