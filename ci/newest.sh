@@ -18,7 +18,7 @@ minor="${1:-3.13}"
 info="$(.venv/bin/python - <<'EOF'
 import importlib.metadata
 
-from harness.releases.bisect_command import index_releases, supported
+from harness.releases.bisect_run import index_releases, supported
 
 declared = supported("jax")
 newest = [v for v in index_releases("jax") if declared.contains(v)][-1]

@@ -1,39 +1,37 @@
 """The ``xharness`` command.
 
-Each area of the harness owns its subcommands (``add_parsers`` in its ``commands`` module, or in
-``harness.bench`` and ``harness.releases.bisect_command``, which are one command each), so this
-file only wires them together and maps failures to the documented exit codes:
-0 success, 1 test/scenario failure, 2 usage or configuration error; the commands that run real
-runtime releases add 3 (a release could not be installed) and 4 (the runtime is not importable
-here and no release was named).
+Every subcommand lives in the command layer, ``harness.commands`` (one module per command family,
+each with ``add_parsers``), the top room of the package: it imports the rooms it commands and
+none of them imports it. This file only wires those modules together, from a static table the
+import contracts can see, and maps failures to the exit codes of ``harness.exits``.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
 import os
 import sys
+from types import ModuleType
 
-from harness import settings
+from harness import bench, settings
+from harness.commands import bisect, catalog, config, eager, init, matrix, releases, report, teeth
 from harness.errors import UsageError
+from harness.exits import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
 
-__all__ = ["EXIT_FAILED", "EXIT_OK", "EXIT_USAGE", "UsageError", "build_parser", "main"]
+__all__ = ["COMMANDS", "EXIT_FAILED", "EXIT_OK", "EXIT_USAGE", "UsageError", "build_parser", "main"]
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
-
-#: modules that contribute subcommands; each has ``add_parsers(subparsers)``
-_COMMAND_MODULES = (
-    "harness.scenarios.commands",  # list, repro
-    "harness.matrix.commands",  # run, cells
-    "harness.report.commands",  # report merge, report html
-    "harness.bench",  # bench
-    "harness.releases.commands",  # releases
-    "harness.releases.bisect_command",  # bisect
-    "harness.releases.eager_command",  # eager
-    "harness.teeth.commands",  # teeth
-    "harness.starter",  # init
-    "harness.config_command",  # config
+#: the modules that contribute subcommands, in the order ``xharness --help`` lists them
+COMMANDS: tuple[ModuleType, ...] = (
+    catalog,  # list, repro
+    matrix,  # run, cells
+    report,  # report merge, report html, report summary, report upstream
+    bench,  # bench
+    releases,  # releases
+    bisect,  # bisect
+    eager,  # eager
+    teeth,  # teeth
+    init,  # init
+    config,  # config
 )
 
 
@@ -42,13 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="xharness", description="Regression-test and CI harness for distributed XLA runtimes"
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for name in _COMMAND_MODULES:
-        try:
-            module = importlib.import_module(name)
-        except ModuleNotFoundError as exc:
-            if exc.name == name:  # that area is not installed in this build
-                continue
-            raise
+    for module in COMMANDS:
         module.add_parsers(sub)
     return parser
 
@@ -65,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"xharness: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
-        return 130
+        return EXIT_INTERRUPTED
     except BrokenPipeError:  # the reader went away (``xharness list | head``): not an error
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())

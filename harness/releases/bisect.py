@@ -1,7 +1,7 @@
 """The search of ``xharness bisect``: the first release whose outcome differs from the good end's.
 
 Pure: releases in, a callable that says a release's outcome, a result value out. No environment,
-no process and no printing here (``harness.releases.bisect_command`` does those), so every branch
+no process and no printing here (``harness.releases.bisect_run`` does those), so every branch
 of the search is tested over fake outcome sequences without installing anything.
 
 The search is ``git bisect``'s. Both ends are checked first; the good end (the older) decides which

@@ -23,6 +23,7 @@ from typing import Any
 
 from harness.adapters.runtimes import RELEASED, RUNTIMES
 from harness.errors import UsageError
+from harness.exits import EXIT_INSTALL, EXIT_UNAVAILABLE
 from harness.matrix.config import RELEASED_RUNTIMES
 from harness.releases import envs, interpreters, release_spec
 from harness.releases.release_spec import ReleaseSpec
@@ -42,8 +43,6 @@ from harness.scenarios.expected import load as load_table
 from harness.scenarios.upstream_torch_xla import VariantOutcome
 
 #: exit codes beyond the CLI's 0/1/2
-EXIT_INSTALL = 3  # a release could not be installed (the others still ran)
-EXIT_UNAVAILABLE = 4  # the runtime cannot be loaded by this interpreter (and no --release given)
 #: a release of each runtime, for messages
 #: runtimes ``xharness repro --runtime`` runs upstream triggers for; without ``--release`` each
 #: runs on the one this interpreter imports

@@ -267,7 +267,7 @@ def bisect_answer(junit_dir: Path, runtime: str, scenario: str) -> str:
     where the bisect writes by default), with the releases it tried; "" when none ran here."""
     import xml.etree.ElementTree as ET
 
-    from harness.releases.bisect_command import cell_name
+    from harness.releases.bisect_run import cell_name
 
     path = junit_dir / f"{cell_name(runtime, scenario)}.xml"
     try:

@@ -17,8 +17,9 @@ import json
 import os
 import sys
 
+from harness.exits import EXIT_USAGE
+
 RESULT_MARKER = "XHARNESS-SCENARIO-RESULT"
-EXIT_CANNOT_HOST = 3
 
 
 def stack_dump_delay(timeout: float) -> float:
@@ -54,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     unmet = scenario.needs.unmet(devices, jax.process_count())
     if unmet:
         print(f"{scenario.id}: {unmet}", file=sys.stderr)
-        return EXIT_CANNOT_HOST
+        return EXIT_USAGE  # the parent reports what it printed as a usage error
     result = runner.run(
         scenario, args.inject, args.seed, devices, args.cell, args.explore, args.schedule
     )

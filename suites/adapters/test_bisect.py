@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from harness.cli import main
-from harness.releases import bisect_command, catalog, envs, release_spec
+from harness.releases import bisect_run, catalog, envs, release_spec
 from harness.releases.bisect import (
     AGREE,
     CHANGED,
@@ -248,15 +248,15 @@ def test_the_index_listing_honours_the_pip_arguments_and_leaves_pre_releases_out
     for version in ("2.5.1", "2.6.0", "2.7.0rc1", "2.10.0"):
         _wheel(tmp_path / "links", f"torch_xla-{version}-cp311-cp311-manylinux_2_28_x86_64.whl")
     monkeypatch.setenv(envs.PIP_ARGS_VARIABLE, f"--no-index --find-links {tmp_path / 'links'}")
-    assert [str(v) for v in bisect_command.index_releases("torch_xla")] == ["2.5.1", "2.6.0", "2.10.0"]
+    assert [str(v) for v in bisect_run.index_releases("torch_xla")] == ["2.5.1", "2.6.0", "2.10.0"]
     monkeypatch.setenv(envs.PIP_ARGS_VARIABLE, "--no-index --no-such-pip-option")
-    with pytest.raises(bisect_command.ReleaseListError, match="no-such-pip-option"):
-        bisect_command.index_releases("torch_xla")
+    with pytest.raises(bisect_run.ReleaseListError, match="no-such-pip-option"):
+        bisect_run.index_releases("torch_xla")
 
 
 def test_the_supported_floor_of_jax_is_the_projects_declared_range() -> None:
-    assert bisect_command.supported("jax").contains("0.10.2") and not bisect_command.supported("jax").contains("0.9.2")
-    assert not bisect_command.supported("torch_xla").contains("2.4.0")
+    assert bisect_run.supported("jax").contains("0.10.2") and not bisect_run.supported("jax").contains("0.9.2")
+    assert not bisect_run.supported("torch_xla").contains("2.4.0")
 
 
 def _listed(*versions: str) -> list[release_spec.ReleaseSpec]:
@@ -265,9 +265,9 @@ def _listed(*versions: str) -> list[release_spec.ReleaseSpec]:
 
 def test_the_plan_is_the_ends_and_the_releases_between_oldest_first() -> None:
     listed = _listed("2.9.0", "2.4.0", "2.5.1", "2.7.0", "2.6.0", "2.10.0")
-    assert [s.label for s in bisect_command.plan("torch_xla", "2.5.1", "2.9.0", None, listed)] == \
+    assert [s.label for s in bisect_run.plan("torch_xla", "2.5.1", "2.9.0", None, listed)] == \
         ["2.5.1", "2.6.0", "2.7.0", "2.9.0"]
-    assert [s.label for s in bisect_command.plan("torch_xla", None, "2.6.0", "2.4.0,2.5.1,2.6.0")] == \
+    assert [s.label for s in bisect_run.plan("torch_xla", None, "2.6.0", "2.4.0,2.5.1,2.6.0")] == \
         ["2.4.0", "2.5.1", "2.6.0"]  # --releases replaces the index
 
 
@@ -347,7 +347,7 @@ def test_json_and_junit_carry_the_trials_and_the_answer_and_the_dashboard_shows_
     assert [(t["release"], t["outcome"]) for t in report["trials"]] == \
         [("2.5.1", R), ("2.9.0", P), ("2.7.0", P), ("2.6.1", NOT_INSTALLED), ("2.6.0", R)]
     assert report["envs_built"] == ["2.7.0", "2.6.0"]  # the ends existed already
-    cell = bisect_command.cell_name("torch_xla", "unhashable-spec")
+    cell = bisect_run.cell_name("torch_xla", "unhashable-spec")
     records = read_records(faked["out"] / "junit" / f"{cell}.xml")
     tried = [r for r in records if r.properties.get("bisect-release")]
     assert [r.properties["bisect-release"] for r in tried] == ["2.5.1", "2.6.0", "2.6.1", "2.7.0", "2.9.0"]
@@ -421,6 +421,6 @@ def test_a_fresh_venvs_own_pip_lists_the_releases(tmp_path: Path, monkeypatch) -
     for version in ("2.5.1", "2.6.0", "2.7.0rc1", "2.10.0"):
         _wheel(tmp_path / "links", f"torch_xla-{version}-cp311-cp311-manylinux_2_28_x86_64.whl")
     monkeypatch.setenv(envs.PIP_ARGS_VARIABLE, f"--no-index --find-links {tmp_path / 'links'}")
-    listed = bisect_command.index_releases("torch_xla", python=python)
+    listed = bisect_run.index_releases("torch_xla", python=python)
     assert [str(v) for v in listed] == ["2.5.1", "2.6.0", "2.10.0"]
     assert interpreters.check_pip(python) < interpreters.Version("23.3")

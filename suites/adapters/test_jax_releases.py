@@ -15,10 +15,11 @@ from pathlib import Path
 import pytest
 
 from harness.cli import main
+from harness.commands import releases as commands
 from harness.matrix.config import RELEASED_RUNTIMES, Matrix
 from harness.matrix.progress import Progress
 from harness.matrix.supervisor import RunSettings
-from harness.releases import cells, commands, envs
+from harness.releases import cells, envs
 from harness.report.junit import read_records
 from harness.report.properties import CHECK_CATALOG, CHECK_SUITES
 from harness.report.records import ERROR, FAILED, PASSED, SKIPPED, Attempt, TestRecord

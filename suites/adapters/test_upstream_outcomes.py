@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.releases import catalog, commands
+from harness.commands import releases as commands
+from harness.releases import catalog
 from harness.scenarios import upstream_torch_xla as upstream
 from harness.scenarios.expected import ExpectedTable, load
 

@@ -62,7 +62,7 @@ def test_the_report_has_every_part() -> None:
 
 
 def test_the_report_names_the_last_bisect(tmp_path: Path) -> None:
-    from harness.releases.bisect_command import BisectReport, TriedRelease, cell_name, records
+    from harness.releases.bisect_run import BisectReport, TriedRelease, cell_name, records
     from harness.report.junit import write_cell_xml
 
     assert bisect_answer(tmp_path, "torch_xla", "aliased-save") == ""  # none ran here

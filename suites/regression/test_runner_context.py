@@ -11,7 +11,8 @@ from synthetic import synthetic_scenario
 
 import harness.runtime as xr
 from harness.cli import main
-from harness.scenarios import child, commands, runner
+from harness.commands import catalog as commands
+from harness.scenarios import child, runner
 from harness.scenarios.base import Context, InvariantViolation, Needs, Scenario
 
 FAULT = xr.faults.UNHASHABLE_SPEC

@@ -194,7 +194,7 @@ def job_pythons(job: dict) -> list[str]:
 
 
 def newest_jax_on_the_index() -> Version:
-    from harness.releases.bisect_command import ReleaseListError, index_releases
+    from harness.releases.bisect_run import ReleaseListError, index_releases
 
     try:
         return index_releases("jax")[-1]

@@ -17,7 +17,7 @@ import pytest
 from matrix_helpers import write_matrix
 
 from harness import cli, hardware
-from harness.matrix import commands
+from harness.commands import matrix as commands
 from harness.matrix import probe as probe_mod
 from harness.matrix.config import Cell, MatrixError, load_matrix
 from harness.matrix.probe import probe

@@ -154,8 +154,8 @@ def test_skipped_cells_are_out_of_the_count() -> None:
 def test_a_split_cells_overhead_is_its_parts_own() -> None:
     """Two parts of 10 s wall with 9 s of tests each, run at once: the cell's wall is 10 s and
     its tests 18 s; its overhead is 2 s, not -8 s."""
-    from harness.matrix.commands import _combine
     from harness.matrix.config import Cell
+    from harness.matrix.schedule import combine as _combine
     from harness.matrix.supervisor import CellResult
     from harness.report.records import Attempt, TestRecord
 
@@ -173,8 +173,8 @@ def test_a_split_cells_overhead_is_its_parts_own() -> None:
 def test_cells_of_several_processes_start_first_then_the_longest() -> None:
     """A two-process cell left for the end of a two-slot run waits for the last one-process cell
     while the other slot idles; started first, it takes both slots while they are free."""
-    from harness.matrix.commands import start_order
     from harness.matrix.config import Cell
+    from harness.matrix.schedule import start_order
 
     cells = [Cell(name="one"), Cell(name="eight", devices=8), Cell(name="two", processes=2, devices=4),
              Cell(name="short")]
@@ -192,8 +192,9 @@ def test_a_cell_split_last_time_is_still_long_enough_to_split(tmp_path: Path) ->
     """A split cell's wall is about half its length; judged by it, the next run would run the
     cell in one process and the one after would split it again. Its length is its test time
     and one start-up."""
-    from harness.matrix.commands import _long_cells, _previous_walls
     from harness.matrix.config import Cell
+    from harness.matrix.schedule import long_cells as _long_cells
+    from harness.matrix.schedule import previous_walls as _previous_walls
 
     cells = [Cell(name=n) for n in ("cpu-1", "cpu-3", "cpu-4", "cpu-8")]
     matrix_json = tmp_path / "matrix.json"

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from harness import cli, project, starter
+from harness import cli, project
+from harness.commands import init as starter
 from harness.matrix.config import project_matrix
 
 pytestmark = pytest.mark.cell_independent

@@ -10,12 +10,11 @@ import argparse
 from pathlib import Path
 
 from harness.errors import UsageError
+from harness.exits import EXIT_OK
 from harness.report.api import publish
 from harness.report.junit import ReportInputError, read_records
 from harness.report.merge import combine, merge_files
 from harness.report.records import TestRecord
-
-EXIT_OK, EXIT_USAGE = 0, 2
 
 
 def _usage(message: str) -> Exception:

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import argparse
 
+from harness.exits import EXIT_INSTALL
 from harness.releases import envs, interpreters
-from harness.releases.catalog import EXIT_INSTALL, say
+from harness.releases.catalog import say
 
 #: the torch ``xharness eager`` builds unless told otherwise (``harness.properties.eager``)
 DEFAULT_TORCH = "2.13.0"

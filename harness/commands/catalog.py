@@ -25,6 +25,7 @@ import time
 from typing import Any
 
 from harness.errors import UsageError
+from harness.exits import EXIT_USAGE
 
 DEFAULT_DEVICES = 8
 #: what ``xharness list`` lists
@@ -315,7 +316,7 @@ def cmd_repro(args: argparse.Namespace) -> int:
         # the output read so far is bytes even with text=True
         stderr = exc.stderr.decode(errors="replace") if isinstance(exc.stderr, bytes) else exc.stderr or ""
         return _emit(out, args, stderr, tail=_HUNG_TAIL)
-    if proc.returncode == child.EXIT_CANNOT_HOST:
+    if proc.returncode == EXIT_USAGE:
         raise UsageError(proc.stderr.strip() or f"scenario {scenario.id!r} cannot run in this cell")
     line = next((ln for ln in proc.stdout.splitlines() if ln.startswith(child.RESULT_MARKER)), None)
     if line is not None:

@@ -25,10 +25,11 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any
 
 from harness import compile_cache, project
 from harness.errors import UsageError
+from harness.exits import EXIT_INSTALL, EXIT_INTERRUPTED, EXIT_UNAVAILABLE
+from harness.matrix import schedule
 from harness.matrix.config import (
     RELEASED_RUNTIMES,
     RUNTIMES,
@@ -42,7 +43,6 @@ from harness.matrix.interrupt import sigterm_interrupts
 from harness.matrix.probe import probe
 from harness.matrix.progress import CellProgress, Progress
 from harness.matrix.supervisor import (
-    NO_TESTS_ID,
     SESSION_ID,
     CellResult,
     CellRun,
@@ -82,7 +82,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-a
     run.add_argument("--timeout", type=float, help="per-test time limit in seconds (default: the cell's)")
     run.add_argument("-j", "--jobs", type=int, default=None, metavar="N",
                      help=f"run up to N cells at once; a cell of P processes takes P of the N "
-                     f"(default: the machine's cores, {default_jobs()} here)")
+                     f"(default: the machine's cores, {schedule.default_jobs()} here)")
     run.add_argument("--compile-cache", default=None, metavar="DIR|off",
                      help="JAX's persistent compilation cache, shared by the cells and kept across "
                      "runs (default: $XHARNESS_COMPILE_CACHE, else ~/.cache/xharness/jax)")
@@ -175,7 +175,7 @@ def run_command(args: argparse.Namespace) -> int:
         raise _usage_error("--timeout must be a positive number of seconds")
     if args.jobs is not None and args.jobs < 1:
         raise _usage_error("-j/--jobs must be 1 or more")
-    jobs = args.jobs or default_jobs()
+    jobs = args.jobs or schedule.default_jobs()
     cache = compile_cache.choose(args.compile_cache)
     names = [n.strip() for n in (args.cells or "").split(",") if n.strip()]
     try:
@@ -216,8 +216,8 @@ def run_command(args: argparse.Namespace) -> int:
     )
     junit_dir = out / "junit"
     junit_dir.mkdir(parents=True, exist_ok=True)
-    previous = _previous_walls(out / "matrix.json")
-    path_times = {c.name: _previous_path_times(c, junit_dir / f"{c.name}.xml") for c in cells}
+    previous = schedule.previous_walls(out / "matrix.json")
+    path_times = {c.name: schedule.previous_path_times(c, junit_dir / f"{c.name}.xml") for c in cells}
     for stale in junit_dir.glob("*.xml"):  # this run's directory describes this run only
         stale.unlink()
 
@@ -230,7 +230,7 @@ def run_command(args: argparse.Namespace) -> int:
 def foreign_paths(given: list[str], root: Path) -> tuple[str, ...]:
     """The test paths of a suite named after ``--``. One directory becomes the test files below it
     (those pytest's ``python_files`` patterns name), so that a long cell of one suite is split over
-    two processes by the last run's seconds per file (``_shards``) as finely as pytest-xdist would
+    two processes by the last run's seconds per file (``shards``) as finely as pytest-xdist would
     balance it; pytest collects the same tests from the files as from the directory (the same
     conftest files and rootdir). Anything else stays as given."""
     if len(given) != 1 or "::" in given[0] or not (root / given[0]).is_dir():
@@ -320,7 +320,7 @@ def _check_loadable(cells: list[Cell]) -> None:
 
 def _check_importable(cells: list[Cell]) -> None:
     """A released runtime with no release named runs in this interpreter: it must be here."""
-    from harness.releases.catalog import EXIT_UNAVAILABLE, importable_here
+    from harness.releases.catalog import importable_here
 
     for cell in cells:
         if cell.runtime_name in RELEASED_RUNTIMES and not cell.release and not importable_here(cell.runtime_name):
@@ -364,150 +364,6 @@ def _launch(cell: Cell, settings: RunSettings, progress: CellProgress, shard: st
     return ReleaseCellRun(cell, cell_settings, progress, str(env.python)).run(), False
 
 
-def default_jobs() -> int:
-    """Cells at once by default: the cores this process may use."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except (AttributeError, OSError):
-        return max(1, os.cpu_count() or 1)
-
-
-def _previous_walls(path: Path) -> dict[str, float]:
-    """Each cell's length in the last run written to this output directory (``matrix.json``),
-    used to start the longest cells first and to split the long ones; empty when there is none
-    or it cannot be read. The length is what the cell takes in one process: its test time and
-    one start-up. Its wall is not: a cell split in two parts last time shows half its length, so
-    the next run would not split it, and the one after would again."""
-    try:
-        data = json.loads(path.read_text())
-        return {str(c["cell"]): _one_process_length(c) for c in data.get("cells", []) if not c.get("skipped")}
-    except (OSError, ValueError, TypeError, KeyError, AttributeError):
-        return {}
-
-
-def _one_process_length(cell: dict[str, Any]) -> float:
-    launches = int(cell.get("launches") or 1)
-    if launches > 1 and "test_time" in cell and "overhead" in cell:
-        return float(cell["test_time"]) + float(cell["overhead"]) / launches
-    return float(cell["wall"])
-
-
-def _previous_path_times(cell: Cell, junit: Path) -> dict[str, float]:
-    """Seconds per test path of ``cell`` in the last run (its JUnit file), for splitting it."""
-    if not junit.exists():
-        return {}
-    try:
-        from harness.report.junit import read_records
-
-        records = read_records(junit)
-    except Exception:  # noqa: BLE001 - an unreadable old report only loses the estimate
-        return {}
-    times = dict.fromkeys(cell.paths, 0.0)
-    for record in records:
-        owner = _owning_path(cell.paths, record.file or record.nodeid.partition("::")[0])
-        if owner is not None:
-            times[owner] += record.duration
-    return times
-
-
-def _owning_path(paths: tuple[str, ...], file: str) -> str | None:
-    for path in paths:
-        if file == path or file.startswith(path.rstrip("/") + "/"):
-            return path
-    return None
-
-
-def _shards(cell: Cell, settings: RunSettings, jobs: int, times: dict[str, float]) -> list[Cell]:
-    """A long single-process cell split by its test paths over two processes of the same cell
-    environment, when cells run at once. The processes are the cell as much as one is: same
-    variables, same options; the supervisor already restarts a cell's pytest mid-run after a
-    crash, so no test may depend on another file having run before it in the same process.
-    Balanced by the last run's seconds per path (largest first onto the lighter part), else by
-    alternating the paths. One part (the cell itself) when there is nothing to split."""
-    if jobs < 2 or cell.multiprocess or cell.release or len(cell.paths) < 2 or _exclusive(cell):
-        return [cell]
-    if split_pytest_args(settings.pytest_args, settings.matrix.root)[0]:  # paths given after --
-        return [cell]
-    parts: list[list[str]] = [[], []]
-    if times and any(times.values()):
-        loads = [0.0, 0.0]
-        for path in sorted(cell.paths, key=lambda p: -times.get(p, 0.0)):
-            lighter = loads.index(min(loads))
-            parts[lighter].append(path)
-            loads[lighter] += times.get(path, 0.0)
-    else:
-        for i, path in enumerate(cell.paths):
-            parts[i % 2].append(path)
-    parts = [sorted(part, key=cell.paths.index) for part in parts if part]
-    return [dataclasses.replace(cell, paths=tuple(part)) for part in parts]
-
-
-def _long_cells(cells: list[Cell], jobs: int, previous: dict[str, float]) -> set[str]:
-    """The cells worth splitting (each part pays the start-up again): those that took more than
-    half a slot's share of the last run, else the largest cells by their size guess."""
-    if jobs < 2 or not cells:
-        return set()
-    known = {c.name: previous[c.name] for c in cells if c.name in previous}
-    if known:
-        share = sum(known.values()) / jobs
-        return {name for name, wall in known.items() if wall > share / 2}
-    largest = max(_size_guess(c) for c in cells)
-    return {c.name for c in cells if _size_guess(c) == largest}
-
-
-def _combine(cell: Cell, parts: list[CellResult], wall: float) -> CellResult:
-    """One cell's result from its parts: records in the cell's path order, one wall time."""
-    records = [r for part in parts for r in part.records]
-    if any(r.nodeid != NO_TESTS_ID for r in records):  # a part whose paths select nothing is fine
-        records = [r for r in records if r.nodeid != NO_TESTS_ID]
-    else:
-        records = records[:1]
-    rank = {p: i for i, p in enumerate(cell.paths)}
-
-    def where(record: TestRecord) -> int:
-        owner = _owning_path(cell.paths, record.file or record.nodeid.partition("::")[0])
-        return rank.get(owner, len(rank)) if owner is not None else len(rank)
-
-    records.sort(key=where)  # stable: collection order within a path
-    for record in records:
-        record.cell = cell.name
-    return CellResult(cell, records, wall, sum(p.launches for p in parts),
-                      interrupted=any(p.interrupted for p in parts),
-                      parts_overhead=sum(p.overhead for p in parts))
-
-
-def _size_guess(cell: Cell) -> int:
-    if cell.multiprocess:
-        return cell.devices
-    return cell.total_devices * len(cell.paths)
-
-
-def start_order(cells: list[Cell], jobs: int, previous: dict[str, float]) -> list[Cell]:
-    """The order cells start in. Cells of several processes first: each needs several slots at
-    once, and one left for the end waits for the last single-process cell to finish while the
-    other slots stay idle (20 s of a default run on two cores). Then the longest first, so the
-    last to finish is a short one: by the last run's wall times, else by a rough size (devices
-    times test paths; a multi-process cell runs only its marked tests). One at a time, matrix order."""
-    order = {c.name: i for i, c in enumerate(cells)}
-    if previous:
-        return sorted(cells, key=lambda c: (-_slots(c, jobs), -previous.get(c.name, float("inf")), order[c.name]))
-    if jobs > 1:
-        return sorted(cells, key=lambda c: (-_slots(c, jobs), -_size_guess(c), order[c.name]))
-    return list(cells)
-
-
-def _exclusive(cell: Cell) -> bool:
-    """An accelerator cell's devices are its own while it runs: JAX takes three quarters of a
-    GPU's memory when a process starts (a second process on it runs out), and a TPU chip opens in
-    one process at a time. So no two cells (or parts of one) of that backend run at once."""
-    return cell.backend != "cpu"
-
-
-def _slots(cell: Cell, jobs: int) -> int:
-    """What a cell takes of ``-j``: one slot per process (never more than there are)."""
-    return min(cell.processes, jobs)
-
-
 def _run_cells(cells: list[Cell], settings: RunSettings, out: Path, junit_dir: Path, jobs: int = 1,
                previous: dict[str, float] | None = None,
                path_times: dict[str, dict[str, float]] | None = None) -> int:
@@ -535,16 +391,16 @@ def _run_cells(cells: list[Cell], settings: RunSettings, out: Path, junit_dir: P
             results[cell.name] = result
         else:
             runnable.append(cell)
-    runnable = start_order(runnable, jobs, previous or {})
+    runnable = schedule.start_order(runnable, jobs, previous or {})
     finished: queue.Queue[tuple[str, CellResult, bool]] = queue.Queue()
     cancel = settings.cancel or threading.Event()
     settings = dataclasses.replace(settings, cancel=cancel)
     # the units that run: a cell, or the parts of a long cell split over two processes
     units: list[tuple[str, Cell, Cell, str]] = []  # (label, cell, part, shard directory)
     parts_of: dict[str, int] = {}
-    long_cells = _long_cells(runnable, jobs, previous or {})
+    split = schedule.long_cells(runnable, jobs, previous or {})
     for cell in runnable:
-        parts = _shards(cell, settings, jobs, (path_times or {}).get(cell.name, {})) if cell.name in long_cells else [cell]
+        parts = schedule.shards(cell, settings, jobs, (path_times or {}).get(cell.name, {})) if cell.name in split else [cell]
         parts_of[cell.name] = len(parts)
         for i, part in enumerate(parts, start=1):
             if len(parts) == 1:
@@ -573,10 +429,10 @@ def _run_cells(cells: list[Cell], settings: RunSettings, out: Path, junit_dir: P
             if not interrupted:
                 for unit in list(pending):
                     label, cell, part, shard = unit
-                    need = _slots(cell, jobs)
+                    need = schedule.slots(cell, jobs)
                     if need > free:
                         continue
-                    if _exclusive(cell) and any(by_label[r][0].backend == cell.backend for r in running):
+                    if schedule.exclusive(cell) and any(by_label[r][0].backend == cell.backend for r in running):
                         continue
                     pending.remove(unit)
                     free -= need
@@ -605,7 +461,7 @@ def _run_cells(cells: list[Cell], settings: RunSettings, out: Path, junit_dir: P
             if len(part_results[cell.name]) == parts_of[cell.name]:
                 parts = part_results[cell.name]
                 if len(parts) > 1:
-                    result = _combine(cell, parts, time.monotonic() - cell_started[cell.name])
+                    result = schedule.combine(cell, parts, time.monotonic() - cell_started[cell.name])
                     progress.note(f"{len(parts)} parts: " + _counts_text(result) + f" in {result.wall:.1f}s",
                                   cell=cell.name)
                 write_cell_xml(cell.name, result.records, junit_dir / f"{cell.name}.xml")
@@ -621,7 +477,7 @@ def _run_cells(cells: list[Cell], settings: RunSettings, out: Path, junit_dir: P
                 progress.note("interrupted: stopping every running cell and writing the partial results", cell="run")
     for cell in runnable:  # interrupted: a split cell whose parts did not all finish keeps what did
         if cell.name not in results and part_results.get(cell.name):
-            result = _combine(cell, part_results[cell.name], time.monotonic() - cell_started[cell.name])
+            result = schedule.combine(cell, part_results[cell.name], time.monotonic() - cell_started[cell.name])
             result.interrupted = True
             write_cell_xml(cell.name, result.records, junit_dir / f"{cell.name}.xml")
             results[cell.name] = result
@@ -636,9 +492,8 @@ def _run_cells(cells: list[Cell], settings: RunSettings, out: Path, junit_dir: P
     if cache is not None and cache.path is not None:
         compile_cache.trim(cache.path)
     if interrupted or any(r.interrupted for r in ordered):
-        return 130
+        return EXIT_INTERRUPTED
     if install_failed:
-        from harness.releases.catalog import EXIT_INSTALL
 
         return EXIT_INSTALL
     return code

@@ -18,9 +18,10 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import UsageError
+from harness.exits import EXIT_INSTALL, EXIT_INTERRUPTED
 from harness.matrix.config import RELEASED_RUNTIMES, Matrix
 from harness.releases import envs, interpreters, release_spec
-from harness.releases.catalog import EXIT_INSTALL, say
+from harness.releases.catalog import say
 from harness.releases.cells import (
     ReleaseCellRun,
     ReleaseCheck,
@@ -90,7 +91,7 @@ def releases_command(args: argparse.Namespace) -> int:
                 break
     finish_run(out)
     wall = round(time.monotonic() - started, 1)
-    code = 130 if interrupted else exit_code(releases)
+    code = EXIT_INTERRUPTED if interrupted else exit_code(releases)
     if args.json:
         print(json.dumps({"runtime": args.runtime, "releases": releases, "wall": wall,
                           "out": str(out), "exit_code": code}, indent=2))

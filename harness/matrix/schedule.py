@@ -1,0 +1,163 @@
+"""How a run spends its process slots: which cells start first, which long ones are split over
+two processes, and how a split cell's parts become one result again.
+
+Pure decisions over cells, the last run's lengths and the slots ``-j`` gives, kept apart from the
+command that launches the processes (``harness.commands.matrix``), so that each rule can be read
+and tested on its own.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from harness.matrix.config import Cell
+from harness.matrix.supervisor import NO_TESTS_ID, CellResult, RunSettings, split_pytest_args
+from harness.report.records import TestRecord
+
+
+def default_jobs() -> int:
+    """Cells at once by default: the cores this process may use."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+def previous_walls(path: Path) -> dict[str, float]:
+    """Each cell's length in the last run written to this output directory (``matrix.json``),
+    used to start the longest cells first and to split the long ones; empty when there is none
+    or it cannot be read. The length is what the cell takes in one process: its test time and
+    one start-up. Its wall is not: a cell split in two parts last time shows half its length, so
+    the next run would not split it, and the one after would again."""
+    try:
+        data = json.loads(path.read_text())
+        return {str(c["cell"]): one_process_length(c) for c in data.get("cells", []) if not c.get("skipped")}
+    except (OSError, ValueError, TypeError, KeyError, AttributeError):
+        return {}
+
+
+def one_process_length(cell: dict[str, Any]) -> float:
+    launches = int(cell.get("launches") or 1)
+    if launches > 1 and "test_time" in cell and "overhead" in cell:
+        return float(cell["test_time"]) + float(cell["overhead"]) / launches
+    return float(cell["wall"])
+
+
+def previous_path_times(cell: Cell, junit: Path) -> dict[str, float]:
+    """Seconds per test path of ``cell`` in the last run (its JUnit file), for splitting it."""
+    if not junit.exists():
+        return {}
+    try:
+        from harness.report.junit import read_records
+
+        records = read_records(junit)
+    except Exception:  # noqa: BLE001 - an unreadable old report only loses the estimate
+        return {}
+    times = dict.fromkeys(cell.paths, 0.0)
+    for record in records:
+        owner = owning_path(cell.paths, record.file or record.nodeid.partition("::")[0])
+        if owner is not None:
+            times[owner] += record.duration
+    return times
+
+
+def owning_path(paths: tuple[str, ...], file: str) -> str | None:
+    for path in paths:
+        if file == path or file.startswith(path.rstrip("/") + "/"):
+            return path
+    return None
+
+
+def shards(cell: Cell, settings: RunSettings, jobs: int, times: dict[str, float]) -> list[Cell]:
+    """A long single-process cell split by its test paths over two processes of the same cell
+    environment, when cells run at once. The processes are the cell as much as one is: same
+    variables, same options; the supervisor already restarts a cell's pytest mid-run after a
+    crash, so no test may depend on another file having run before it in the same process.
+    Balanced by the last run's seconds per path (largest first onto the lighter part), else by
+    alternating the paths. One part (the cell itself) when there is nothing to split."""
+    if jobs < 2 or cell.multiprocess or cell.release or len(cell.paths) < 2 or exclusive(cell):
+        return [cell]
+    if split_pytest_args(settings.pytest_args, settings.matrix.root)[0]:  # paths given after --
+        return [cell]
+    parts: list[list[str]] = [[], []]
+    if times and any(times.values()):
+        loads = [0.0, 0.0]
+        for path in sorted(cell.paths, key=lambda p: -times.get(p, 0.0)):
+            lighter = loads.index(min(loads))
+            parts[lighter].append(path)
+            loads[lighter] += times.get(path, 0.0)
+    else:
+        for i, path in enumerate(cell.paths):
+            parts[i % 2].append(path)
+    parts = [sorted(part, key=cell.paths.index) for part in parts if part]
+    return [dataclasses.replace(cell, paths=tuple(part)) for part in parts]
+
+
+def long_cells(cells: list[Cell], jobs: int, previous: dict[str, float]) -> set[str]:
+    """The cells worth splitting (each part pays the start-up again): those that took more than
+    half a slot's share of the last run, else the largest cells by their size guess."""
+    if jobs < 2 or not cells:
+        return set()
+    known = {c.name: previous[c.name] for c in cells if c.name in previous}
+    if known:
+        share = sum(known.values()) / jobs
+        return {name for name, wall in known.items() if wall > share / 2}
+    largest = max(size_guess(c) for c in cells)
+    return {c.name for c in cells if size_guess(c) == largest}
+
+
+def combine(cell: Cell, parts: list[CellResult], wall: float) -> CellResult:
+    """One cell's result from its parts: records in the cell's path order, one wall time."""
+    records = [r for part in parts for r in part.records]
+    if any(r.nodeid != NO_TESTS_ID for r in records):  # a part whose paths select nothing is fine
+        records = [r for r in records if r.nodeid != NO_TESTS_ID]
+    else:
+        records = records[:1]
+    rank = {p: i for i, p in enumerate(cell.paths)}
+
+    def where(record: TestRecord) -> int:
+        owner = owning_path(cell.paths, record.file or record.nodeid.partition("::")[0])
+        return rank.get(owner, len(rank)) if owner is not None else len(rank)
+
+    records.sort(key=where)  # stable: collection order within a path
+    for record in records:
+        record.cell = cell.name
+    return CellResult(cell, records, wall, sum(p.launches for p in parts),
+                      interrupted=any(p.interrupted for p in parts),
+                      parts_overhead=sum(p.overhead for p in parts))
+
+
+def size_guess(cell: Cell) -> int:
+    if cell.multiprocess:
+        return cell.devices
+    return cell.total_devices * len(cell.paths)
+
+
+def start_order(cells: list[Cell], jobs: int, previous: dict[str, float]) -> list[Cell]:
+    """The order cells start in. Cells of several processes first: each needs several slots at
+    once, and one left for the end waits for the last single-process cell to finish while the
+    other slots stay idle (20 s of a default run on two cores). Then the longest first, so the
+    last to finish is a short one: by the last run's wall times, else by a rough size (devices
+    times test paths; a multi-process cell runs only its marked tests). One at a time, matrix order."""
+    order = {c.name: i for i, c in enumerate(cells)}
+    if previous:
+        return sorted(cells, key=lambda c: (-slots(c, jobs), -previous.get(c.name, float("inf")), order[c.name]))
+    if jobs > 1:
+        return sorted(cells, key=lambda c: (-slots(c, jobs), -size_guess(c), order[c.name]))
+    return list(cells)
+
+
+def exclusive(cell: Cell) -> bool:
+    """An accelerator cell's devices are its own while it runs: JAX takes three quarters of a
+    GPU's memory when a process starts (a second process on it runs out), and a TPU chip opens in
+    one process at a time. So no two cells (or parts of one) of that backend run at once."""
+    return cell.backend != "cpu"
+
+
+def slots(cell: Cell, jobs: int) -> int:
+    """What a cell takes of ``-j``: one slot per process (never more than there are)."""
+    return min(cell.processes, jobs)
