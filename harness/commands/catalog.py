@@ -230,33 +230,12 @@ def _cell_environment(args: argparse.Namespace) -> tuple[dict[str, str], int]:
 
 
 def cmd_repro(args: argparse.Namespace) -> int:
-    from harness import adapters
     from harness.releases import catalog
-    from harness.scenarios import child, explore, registry, runner
+    from harness.scenarios import explore, runner
 
     if args.release or args.runtime in catalog.UPSTREAM_RUNTIMES:
-        # a real runtime: the upstream trigger, judged against the expected-outcomes table
-        if args.runtime in (None, "reference"):
-            raise UsageError("--release names a release of a real runtime: add --runtime torch_xla (or jax)")
-        if args.runtime not in catalog.UPSTREAM_RUNTIMES:
-            known = ", ".join(catalog.UPSTREAM_RUNTIMES)
-            raise UsageError(f"--release: runtime {args.runtime!r} has no releases the harness installs; known: {known}")
-        return catalog.repro(args)
-    try:
-        scenario = registry.get(args.scenario)
-    except registry.UnknownScenario as exc:
-        raise UsageError(str(exc)) from None
-    if args.runtime is not None and args.runtime != scenario.runtime:
-        known = ", ".join(dict.fromkeys((scenario.runtime, *catalog.UPSTREAM_RUNTIMES)))
-        if args.runtime not in adapters.names():
-            raise UsageError(f"unknown runtime {args.runtime!r}; known: {', '.join(adapters.names())}")
-        raise UsageError(f"--runtime {args.runtime}: scenario {scenario.id!r} drives runtime "
-                         f"{scenario.runtime!r}, and has no trigger for {args.runtime} (runtimes for it: {known})")
-    args.runtime = scenario.runtime
-    try:
-        adapters.adapter_class(scenario.runtime)
-    except adapters.UnknownRuntime as exc:
-        raise UsageError(str(exc)) from None
+        return _repro_release(args)
+    scenario = _scenario_for(args)
     schedule = None
     if args.schedule is not None:
         try:
@@ -267,29 +246,7 @@ def cmd_repro(args: argparse.Namespace) -> int:
         explore.default(scenario.explore) if scenario.explore else None, args.explore, schedule
     )
     table = _release_table(scenario, args.inject)
-    env, devices = _cell_environment(args)
-    env["HARNESS_RUNTIME"] = scenario.runtime
-    from harness import compile_cache
-
-    cache = compile_cache.choose(args.compile_cache)
-    if cache.path is None and "cannot be used" in cache.note:
-        print(f"xharness: {cache.note}", file=sys.stderr)
-    env = cache.environment(env)
-    unmet = scenario.needs.unmet(devices)
-    if unmet:
-        raise UsageError(
-            f"scenario {scenario.id!r} cannot run on {args.cell or f'{devices} devices'}: {unmet}"
-        )
-    cmd = [sys.executable, "-m", "harness.scenarios.child", scenario.id, "--seed", str(args.seed)]
-    cmd += ["--timeout", str(args.timeout)]
-    if args.inject:
-        cmd.append("--inject")
-    if args.cell:
-        cmd += ["--cell", args.cell]
-    if schedule is not None:
-        cmd += ["--schedule", schedule]
-    elif args.explore is not None:
-        cmd += ["--explore", args.explore]
+    env = _child_environment(args, scenario)
     replay = runner.repro_command(
         scenario.id,
         args.inject,
@@ -301,7 +258,8 @@ def cmd_repro(args: argparse.Namespace) -> int:
     note = runner.forced_on_note(scenario, args.inject, env.get("HARNESS_FAULTS", ""))
     start = time.perf_counter()
     try:
-        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=args.timeout)
+        proc = subprocess.run(_child_command(args, scenario, schedule), env=env, capture_output=True,
+                              text=True, timeout=args.timeout)
     except subprocess.TimeoutExpired as exc:
         out = _result(
             scenario.id,
@@ -318,12 +276,95 @@ def cmd_repro(args: argparse.Namespace) -> int:
         return _emit(out, args, stderr, tail=_HUNG_TAIL)
     if proc.returncode == EXIT_USAGE:
         raise UsageError(proc.stderr.strip() or f"scenario {scenario.id!r} cannot run in this cell")
+    out = _child_outcome(proc, args, scenario, start, replay, note)
+    if table is not None:
+        _judge_release(table, scenario, out)
+    return _emit(out, args, proc.stderr)
+
+
+def _repro_release(args: argparse.Namespace) -> int:
+    """A real runtime: the upstream trigger, judged against the expected-outcomes table."""
+    from harness.releases import catalog
+
+    if args.runtime in (None, "reference"):
+        raise UsageError("--release names a release of a real runtime: add --runtime torch_xla (or jax)")
+    if args.runtime not in catalog.UPSTREAM_RUNTIMES:
+        known = ", ".join(catalog.UPSTREAM_RUNTIMES)
+        raise UsageError(f"--release: runtime {args.runtime!r} has no releases the harness installs; known: {known}")
+    return catalog.repro(args)
+
+
+def _scenario_for(args: argparse.Namespace) -> Any:
+    """The scenario named, checked against ``--runtime`` and loadable with its own runtime's
+    adapter, before any process starts; ``args.runtime`` becomes the scenario's runtime."""
+    from harness import adapters
+    from harness.releases import catalog
+    from harness.scenarios import registry
+
+    try:
+        scenario = registry.get(args.scenario)
+    except registry.UnknownScenario as exc:
+        raise UsageError(str(exc)) from None
+    if args.runtime is not None and args.runtime != scenario.runtime:
+        known = ", ".join(dict.fromkeys((scenario.runtime, *catalog.UPSTREAM_RUNTIMES)))
+        if args.runtime not in adapters.names():
+            raise UsageError(f"unknown runtime {args.runtime!r}; known: {', '.join(adapters.names())}")
+        raise UsageError(f"--runtime {args.runtime}: scenario {scenario.id!r} drives runtime "
+                         f"{scenario.runtime!r}, and has no trigger for {args.runtime} (runtimes for it: {known})")
+    args.runtime = scenario.runtime
+    try:
+        adapters.adapter_class(scenario.runtime)
+    except adapters.UnknownRuntime as exc:
+        raise UsageError(str(exc)) from None
+    return scenario
+
+
+def _child_environment(args: argparse.Namespace, scenario: Any) -> dict[str, str]:
+    """The scenario child's environment: the cell's, the runtime under test and the compile
+    cache; a cell too small for the scenario is a usage error here, before the child starts."""
+    from harness import compile_cache
+
+    env, devices = _cell_environment(args)
+    env["HARNESS_RUNTIME"] = scenario.runtime
+    cache = compile_cache.choose(args.compile_cache)
+    if cache.path is None and "cannot be used" in cache.note:
+        print(f"xharness: {cache.note}", file=sys.stderr)
+    env = cache.environment(env)
+    unmet = scenario.needs.unmet(devices)
+    if unmet:
+        raise UsageError(
+            f"scenario {scenario.id!r} cannot run on {args.cell or f'{devices} devices'}: {unmet}"
+        )
+    return env
+
+
+def _child_command(args: argparse.Namespace, scenario: Any, schedule: str | None) -> list[str]:
+    cmd = [sys.executable, "-m", "harness.scenarios.child", scenario.id, "--seed", str(args.seed)]
+    cmd += ["--timeout", str(args.timeout)]
+    if args.inject:
+        cmd.append("--inject")
+    if args.cell:
+        cmd += ["--cell", args.cell]
+    if schedule is not None:
+        cmd += ["--schedule", schedule]
+    elif args.explore is not None:
+        cmd += ["--explore", args.explore]
+    return cmd
+
+
+def _child_outcome(proc: subprocess.CompletedProcess[str], args: argparse.Namespace, scenario: Any,
+                   start: float, replay: str, note: str) -> dict[str, Any]:
+    """What the child's end says: its result line, else the signal that killed it (the
+    scenario's signature when it names that signal and the fault was injected), else its exit."""
+    from harness.scenarios import child, runner
+
     line = next((ln for ln in proc.stdout.splitlines() if ln.startswith(child.RESULT_MARKER)), None)
     if line is not None:
-        out = json.loads(line[len(child.RESULT_MARKER) :])
+        out: dict[str, Any] = json.loads(line[len(child.RESULT_MARKER) :])
         out["run_seconds"] = out.pop("seconds")
         out.update(seconds=round(time.perf_counter() - start, 3), repro=replay, cell=args.cell)
-    elif proc.returncode < 0:
+        return out
+    if proc.returncode < 0:
         signum = -proc.returncode
         sig = scenario.signature_for_signal(signum)
         name = signal.Signals(signum).name
@@ -332,20 +373,10 @@ def cmd_repro(args: argparse.Namespace) -> int:
             scenario.id, args, outcome, sig.name if sig else f"signal {name}", start, replay
         )
         out["error"] = f"the process died on {name}"
-        out["note"] = note
     else:
-        out = _result(
-            scenario.id,
-            args,
-            runner.FAILED,
-            f"exit {proc.returncode} without a result",
-            start,
-            replay,
-        )
-        out["note"] = note
-    if table is not None:
-        _judge_release(table, scenario, out)
-    return _emit(out, args, proc.stderr)
+        out = _result(scenario.id, args, runner.FAILED, f"exit {proc.returncode} without a result", start, replay)
+    out["note"] = note
+    return out
 
 
 def _release_table(scenario: Any, inject: bool) -> Any:

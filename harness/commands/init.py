@@ -190,6 +190,8 @@ def _uses(action: str) -> str:
 
 
 def workflow(cells: dict[str, dict[str, object]], python: str) -> str:
+    """A template of data: the GitHub Actions workflow ``init`` writes, read as it will be
+    written, so it stays one piece."""
     names = ", ".join(cells)
     return f"""# xharness across the cells of [tool.xharness]: one job per cell, then one report.
 # Written by `xharness init`; every action is pinned to a commit, no job keeps the checkout's

@@ -364,14 +364,160 @@ def _launch(cell: Cell, settings: RunSettings, progress: CellProgress, shard: st
     return ReleaseCellRun(cell, cell_settings, progress, str(env.python)).run(), False
 
 
+@dataclasses.dataclass(frozen=True)
+class _Unit:
+    """What runs in one process slot group: a cell, or one part of a long cell split in two."""
+
+    label: str
+    cell: Cell
+    part: Cell
+    shard: str  # the part's own output directory, "" for a whole cell
+
+
+class _CellsInFlight:
+    """The cells of one ``xharness run`` while they run: up to ``jobs`` process slots at once, each
+    cell (or part) in a thread of its own that supervises its processes, and every result written
+    as soon as its cell is whole. Ctrl-C or SIGTERM stops every running cell and keeps what ran."""
+
+    def __init__(self, settings: RunSettings, junit_dir: Path, jobs: int, progress: Progress) -> None:
+        self.cancel = settings.cancel or threading.Event()
+        self.settings = dataclasses.replace(settings, cancel=self.cancel)
+        self.junit_dir, self.jobs, self.progress = junit_dir, jobs, progress
+        self.finished: queue.Queue[tuple[str, CellResult, bool]] = queue.Queue()
+        self.free = jobs
+        self.running: dict[str, int] = {}  # label -> slots it holds
+        self.units: dict[str, _Unit] = {}
+        self.parts_of: dict[str, int] = {}
+        self.part_results: dict[str, list[CellResult]] = {}
+        self.cell_started: dict[str, float] = {}
+        self.results: dict[str, CellResult] = {}
+        self.install_failed: list[str] = []
+        self.interrupted = False
+
+    def keep(self, cell: Cell, result: CellResult) -> None:
+        from harness.report.junit import write_cell_xml
+
+        write_cell_xml(cell.name, result.records, self.junit_dir / f"{cell.name}.xml")
+        self.results[cell.name] = result
+
+    def skip_unavailable(self, cells: list[Cell]) -> list[Cell]:
+        """The cells this machine can run; each other one is recorded as skipped, with the reason."""
+        runnable = []
+        for cell in cells:
+            found = probe(cell)
+            if found.available:
+                runnable.append(cell)
+                continue
+            self.progress.cell_skipped(cell.name, found.reason)
+            self.keep(cell, CellResult(cell, [_skipped_cell_record(cell, found.reason)], skipped=found.reason))
+        return runnable
+
+    def plan(self, runnable: list[Cell], previous: dict[str, float],
+             path_times: dict[str, dict[str, float]]) -> list[_Unit]:
+        """The units in start order: each cell whole, or the parts of a long one."""
+        units: list[_Unit] = []
+        split = schedule.long_cells(runnable, self.jobs, previous)
+        for cell in runnable:
+            parts = (schedule.shards(cell, self.settings, self.jobs, path_times.get(cell.name, {}))
+                     if cell.name in split else [cell])
+            self.parts_of[cell.name] = len(parts)
+            for i, part in enumerate(parts, start=1):
+                whole = len(parts) == 1
+                units.append(_Unit(cell.name if whole else f"{cell.name}[{i}/{len(parts)}]", cell, part,
+                                   "" if whole else f"part{i}"))
+        self.units = {u.label: u for u in units}
+        self.progress.total_cells += len(units) - len(runnable)  # each part is counted as it starts and ends
+        return units
+
+    def drive(self, units: list[_Unit]) -> None:
+        """Start what fits, take what finished, until nothing runs and nothing may start."""
+        pending = list(units)
+        while pending or self.running:
+            try:
+                if not self.interrupted:
+                    self._start_fitting(pending)
+                if not self.running:
+                    break
+                self._take_one()
+            except KeyboardInterrupt:  # Ctrl-C or SIGTERM: stop every cell, keep what ran
+                self._interrupt("interrupted: stopping every running cell and writing the partial results")
+
+    def keep_partial(self, runnable: list[Cell]) -> None:
+        """After an interrupt, a split cell whose parts did not all finish keeps those that did."""
+        for cell in runnable:
+            if cell.name not in self.results and self.part_results.get(cell.name):
+                result = schedule.combine(cell, self.part_results[cell.name],
+                                          time.monotonic() - self.cell_started[cell.name])
+                result.interrupted = True
+                self.keep(cell, result)
+
+    def _start_fitting(self, pending: list[_Unit]) -> None:
+        for unit in list(pending):
+            need = schedule.slots(unit.cell, self.jobs)
+            if need > self.free:
+                continue
+            if schedule.exclusive(unit.cell) and any(
+                    self.units[r].cell.backend == unit.cell.backend for r in self.running):
+                continue
+            pending.remove(unit)
+            self.free -= need
+            self.running[unit.label] = need
+            self.cell_started.setdefault(unit.cell.name, time.monotonic())
+            self.progress.cell_started(unit.label, _started_text(unit))
+            threading.Thread(target=self._work, args=(unit,), name=f"cell-{unit.label}", daemon=True).start()
+
+    def _work(self, unit: _Unit) -> None:
+        try:
+            result, not_installed = _launch(unit.part, self.settings, self.progress.for_cell(unit.label), unit.shard)
+        except BaseException as exc:  # noqa: BLE001 - a supervisor bug must not lose the other cells
+            result = CellResult(unit.part, [_supervisor_error_record(unit.part, exc)])
+            not_installed = False
+        self.finished.put((unit.label, result, not_installed))
+
+    def _take_one(self) -> None:
+        try:
+            label, result, not_installed = self.finished.get(timeout=0.2)
+        except queue.Empty:
+            return
+        cell = self.units[label].cell
+        self.free += self.running.pop(label)
+        if not_installed:
+            self.install_failed.append(cell.name)
+        self.progress.cell_finished(label, _counts_text(result) + f" in {result.wall:.1f}s")
+        parts = self.part_results.setdefault(cell.name, [])
+        parts.append(result)
+        if len(parts) == self.parts_of[cell.name]:
+            if len(parts) > 1:
+                result = schedule.combine(cell, parts, time.monotonic() - self.cell_started[cell.name])
+                self.progress.note(f"{len(parts)} parts: " + _counts_text(result) + f" in {result.wall:.1f}s",
+                                   cell=cell.name)
+            self.keep(cell, result)
+        if result.interrupted:  # a cell saw the interrupt first: stop the rest
+            self._interrupt("interrupted: writing the partial results")
+
+    def _interrupt(self, note: str) -> None:
+        if not self.interrupted:
+            self.interrupted = True
+            self.cancel.set()
+            self.progress.note(note, cell="run")
+
+
+def _started_text(unit: _Unit) -> str:
+    cell = unit.cell
+    runtime = cell.runtime_name or "reference"
+    if cell.release:
+        runtime += f" {cell.release}"
+    what = f"{cell.backend} {_shape(cell)}, {runtime}, {cell.runtime_label()}"
+    if unit.shard:
+        what += f"; part of its paths: {' '.join(unit.part.paths)}"
+    return what
+
+
 def _run_cells(cells: list[Cell], settings: RunSettings, out: Path, junit_dir: Path, jobs: int = 1,
                previous: dict[str, float] | None = None,
                path_times: dict[str, dict[str, float]] | None = None) -> int:
-    """Every cell, up to ``jobs`` process slots at once, each cell in a thread of its own that
-    supervises its processes. Results are written and summarized in matrix order whatever order
-    the cells finish in. Ctrl-C or SIGTERM stops every running cell and keeps what ran."""
-    from harness.report.junit import write_cell_xml
-
+    """Every cell, up to ``jobs`` process slots at once (``_CellsInFlight``). Results are written
+    and summarized in matrix order whatever order the cells finish in."""
     progress = Progress(len(cells))
     cache = settings.compile_cache
     if cache is not None:
@@ -379,110 +525,12 @@ def _run_cells(cells: list[Cell], settings: RunSettings, out: Path, junit_dir: P
     if jobs > 1:
         progress.note(f"up to {jobs} cell process(es) at once (-j {jobs})", cell="run")
     started = time.monotonic()
-    results: dict[str, CellResult] = {}
-    install_failed: list[str] = []
-    runnable: list[Cell] = []
-    for cell in cells:
-        found = probe(cell)
-        if not found.available:
-            progress.cell_skipped(cell.name, found.reason)
-            result = CellResult(cell, [_skipped_cell_record(cell, found.reason)], skipped=found.reason)
-            write_cell_xml(cell.name, result.records, junit_dir / f"{cell.name}.xml")
-            results[cell.name] = result
-        else:
-            runnable.append(cell)
-    runnable = schedule.start_order(runnable, jobs, previous or {})
-    finished: queue.Queue[tuple[str, CellResult, bool]] = queue.Queue()
-    cancel = settings.cancel or threading.Event()
-    settings = dataclasses.replace(settings, cancel=cancel)
-    # the units that run: a cell, or the parts of a long cell split over two processes
-    units: list[tuple[str, Cell, Cell, str]] = []  # (label, cell, part, shard directory)
-    parts_of: dict[str, int] = {}
-    split = schedule.long_cells(runnable, jobs, previous or {})
-    for cell in runnable:
-        parts = schedule.shards(cell, settings, jobs, (path_times or {}).get(cell.name, {})) if cell.name in split else [cell]
-        parts_of[cell.name] = len(parts)
-        for i, part in enumerate(parts, start=1):
-            if len(parts) == 1:
-                units.append((cell.name, cell, part, ""))
-            else:
-                units.append((f"{cell.name}[{i}/{len(parts)}]", cell, part, f"part{i}"))
-    by_label = {label: (cell, part) for label, cell, part, _ in units}
-    progress.total_cells += len(units) - len(runnable)  # each part is counted as it starts and ends
-    part_results: dict[str, list[CellResult]] = {}
-    cell_started: dict[str, float] = {}
-
-    def work(label: str, part: Cell, shard: str) -> None:
-        try:
-            result, not_installed = _launch(part, settings, progress.for_cell(label), shard)
-        except BaseException as exc:  # noqa: BLE001 - a supervisor bug must not lose the other cells
-            result = CellResult(part, [_supervisor_error_record(part, exc)])
-            not_installed = False
-        finished.put((label, result, not_installed))
-
-    free = jobs
-    running: dict[str, int] = {}
-    pending = list(units)
-    interrupted = False
-    while pending or running:
-        try:
-            if not interrupted:
-                for unit in list(pending):
-                    label, cell, part, shard = unit
-                    need = schedule.slots(cell, jobs)
-                    if need > free:
-                        continue
-                    if schedule.exclusive(cell) and any(by_label[r][0].backend == cell.backend for r in running):
-                        continue
-                    pending.remove(unit)
-                    free -= need
-                    running[label] = need
-                    cell_started.setdefault(cell.name, time.monotonic())
-                    runtime = cell.runtime_name or "reference"
-                    if cell.release:
-                        runtime += f" {cell.release}"
-                    what = f"{cell.backend} {_shape(cell)}, {runtime}, {cell.runtime_label()}"
-                    if shard:
-                        what += f"; part of its paths: {' '.join(part.paths)}"
-                    progress.cell_started(label, what)
-                    threading.Thread(target=work, args=(label, part, shard), name=f"cell-{label}", daemon=True).start()
-            if not running:
-                break
-            try:
-                label, result, not_installed = finished.get(timeout=0.2)
-            except queue.Empty:
-                continue
-            cell, _ = by_label[label]
-            free += running.pop(label)
-            if not_installed:
-                install_failed.append(cell.name)
-            progress.cell_finished(label, _counts_text(result) + f" in {result.wall:.1f}s")
-            part_results.setdefault(cell.name, []).append(result)
-            if len(part_results[cell.name]) == parts_of[cell.name]:
-                parts = part_results[cell.name]
-                if len(parts) > 1:
-                    result = schedule.combine(cell, parts, time.monotonic() - cell_started[cell.name])
-                    progress.note(f"{len(parts)} parts: " + _counts_text(result) + f" in {result.wall:.1f}s",
-                                  cell=cell.name)
-                write_cell_xml(cell.name, result.records, junit_dir / f"{cell.name}.xml")
-                results[cell.name] = result
-            if result.interrupted and not interrupted:  # a cell saw the interrupt first: stop the rest
-                interrupted = True
-                cancel.set()
-                progress.note("interrupted: writing the partial results", cell="run")
-        except KeyboardInterrupt:  # Ctrl-C or SIGTERM: stop every cell, keep what ran
-            if not interrupted:
-                interrupted = True
-                cancel.set()
-                progress.note("interrupted: stopping every running cell and writing the partial results", cell="run")
-    for cell in runnable:  # interrupted: a split cell whose parts did not all finish keeps what did
-        if cell.name not in results and part_results.get(cell.name):
-            result = schedule.combine(cell, part_results[cell.name], time.monotonic() - cell_started[cell.name])
-            result.interrupted = True
-            write_cell_xml(cell.name, result.records, junit_dir / f"{cell.name}.xml")
-            results[cell.name] = result
+    run = _CellsInFlight(settings, junit_dir, jobs, progress)
+    runnable = schedule.start_order(run.skip_unavailable(cells), jobs, previous or {})
+    run.drive(run.plan(runnable, previous or {}, path_times or {}))
+    run.keep_partial(runnable)
     wall = time.monotonic() - started
-    ordered = [results[c.name] for c in cells if c.name in results]
+    ordered = [run.results[c.name] for c in cells if c.name in run.results]
 
     from harness.report.api import finish_run
 
@@ -491,10 +539,9 @@ def _run_cells(cells: list[Cell], settings: RunSettings, out: Path, junit_dir: P
     code = _print_summary(ordered, wall, out)
     if cache is not None and cache.path is not None:
         compile_cache.trim(cache.path)
-    if interrupted or any(r.interrupted for r in ordered):
+    if run.interrupted or any(r.interrupted for r in ordered):
         return EXIT_INTERRUPTED
-    if install_failed:
-
+    if run.install_failed:
         return EXIT_INSTALL
     return code
 

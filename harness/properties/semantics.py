@@ -261,7 +261,15 @@ class _Writer:
             self.statement(i, s)
         return "\n".join(head + self.lines) + "\n"
 
-    def statement(self, i: int, s: Statement) -> None:  # noqa: C901 - one branch per statement kind
+    def statement(self, i: int, s: Statement) -> None:
+        """One statement as code, and its effect on the shadow of the tensors."""
+        if isinstance(s, Make | View | Scale | Write | Binary | Affine | Where):
+            self.value_statement(s)
+        else:
+            self.effect_statement(i, s)
+
+    def value_statement(self, s: Statement) -> None:  # noqa: C901 - one branch per statement kind
+        """A statement that makes a tensor or changes one's value."""
         d, out = self.d, self.lines
         if isinstance(s, Make):
             dims = BASE_SHAPES[s.shape % len(BASE_SHAPES)]
@@ -299,7 +307,13 @@ class _Writer:
             grad = a.grad or (s.other >= 0 and self.ref(s.other).grad)
             self.add(_Shadow(f"t{len(self.tensors)}", a.shape, grad=grad),
                      d.where.format(cond=f"{a.name} > 0", a=other, b=a.name))
-        elif isinstance(s, Shard):
+        else:  # pragma: no cover - the caller sends only these kinds
+            raise TypeError(s)
+
+    def effect_statement(self, i: int, s: Statement) -> None:  # noqa: C901 - one branch per statement kind
+        """A statement about layouts, gradients, steps, reads and host copies."""
+        d, out = self.d, self.lines
+        if isinstance(s, Shard):
             t = self.ref(s.target)
             specs = SPECS.get(t.shape, ())
             if self.devices < 4 or t.base >= 0 or not specs or t.name in self.marked:
