@@ -136,7 +136,7 @@ def pytest_configure(config: pytest.Config) -> None:
         if timeout:  # each worker guards its own tests
             config.pluginmanager.register(_TimeLimit(timeout), "xharness-time-limit")
         return
-    if settings.raw("HARNESS_COORDINATOR"):
+    if settings.raw("HARNESS_COORDINATOR") or _launched():
         _join_distributed(config)
     events = config.getoption("xharness_events")
     if events:
@@ -183,18 +183,34 @@ class _TimeLimit:
         faulthandler.cancel_dump_traceback_later()
 
 
+def _launched() -> bool:
+    """A rank a cluster launcher started (``srun``, ``mpirun``), not the supervisor."""
+    return settings.raw("HARNESS_LAUNCHER") not in ("", "local")
+
+
 def _join_distributed(config: pytest.Config) -> None:
-    """One rank of a multi-process cell: must run before any JAX call initializes a backend."""
+    """One rank of a multi-process cell: must run before any JAX call initializes a backend.
+
+    The supervisor's own ranks are told the coordinator, the process count and their rank. A rank
+    a cluster launcher started is told nothing: ``jax.distributed.initialize()`` finds all three
+    in the launcher's environment, as a user's job does, so that detection is under test. Only
+    the bounds are given, which detection does not read."""
     import jax
 
-    jax.distributed.initialize(
-        coordinator_address=settings.raw("HARNESS_COORDINATOR"),
-        num_processes=settings.read("HARNESS_PROCESSES"),
-        process_id=settings.read("HARNESS_PROCESS_ID"),
-        initialization_timeout=int(settings.read("HARNESS_INIT_TIMEOUT")),
+    bounds = {
+        "initialization_timeout": int(settings.read("HARNESS_INIT_TIMEOUT")),
         # a dead peer is noticed by the supervisor first; this only bounds a lost supervisor
-        heartbeat_timeout_seconds=int(settings.read("HARNESS_HEARTBEAT_TIMEOUT")),
-    )
+        "heartbeat_timeout_seconds": int(settings.read("HARNESS_HEARTBEAT_TIMEOUT")),
+    }
+    if _launched():
+        jax.distributed.initialize(**bounds)
+    else:
+        jax.distributed.initialize(
+            coordinator_address=settings.raw("HARNESS_COORDINATOR"),
+            num_processes=settings.read("HARNESS_PROCESSES"),
+            process_id=settings.read("HARNESS_PROCESS_ID"),
+            **bounds,
+        )
     if config.getoption("xharness_events"):
         # jax.distributed installs a preemption notifier that swallows SIGTERM; under the
         # supervisor SIGTERM means "stop now" (a peer rank died), so restore the default action
@@ -352,7 +368,7 @@ class _Supervised:
         self.timeout: float | None = config.getoption("xharness_timeout")
         self.stack_file: TextIO | None = None
         self.barriers = int(settings.read("HARNESS_PROCESSES")) > 1 and bool(
-            settings.raw("HARNESS_COORDINATOR")
+            settings.raw("HARNESS_COORDINATOR") or _launched()
         )
         self.counter = 0
         select = config.getoption("xharness_select")

@@ -235,6 +235,11 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("XHARNESS_PYTHON_FROM", Choice("debian, or empty", values=("", "debian")), "",
             "ci/python.sh: debian skips the interpreters already here"),
     Setting("XHARNESS_DEBIAN_MIRROR", Text("a URL"), "http://deb.debian.org/debian", "ci/python.sh: the Debian archive"),
+    Setting("XHARNESS_CLUSTER_DIR", _PATH, "/tmp/xharness-cluster", "ci/cluster.sh: the one-machine cluster's files"),
+    Setting("XHARNESS_CLUSTER_NODES", Integer("a whole number, 1 or more"), "2", "ci/cluster.sh: its nodes"),
+    Setting("XHARNESS_CLUSTER_CPUS", Integer("a whole number, 1 or more"), "4", "ci/cluster.sh: CPUs each node declares"),
+    Setting("XHARNESS_CLUSTER_PORT", Integer("a port number", minimum=1024), "16817",
+            "ci/cluster.sh: slurmctld's port; node k listens on the next k"),
     # -- the environment, set by the harness for the processes it starts
     *(Setting(name, accepts, default, meaning, internal=True) for name, accepts, default, meaning in (
         ("HARNESS_BACKEND", Choice("cpu, gpu or tpu", values=("cpu", "gpu", "tpu")), "cpu", "the cell's backend"),
@@ -251,6 +256,13 @@ SETTINGS: tuple[Setting, ...] = (
         ("HARNESS_TURN_DIR", _PATH, "", "where the ranks take turns"),
         ("HARNESS_TURN_ORDER", Text("a comma-separated order of ranks"), "", "the ranks' turn order"),
         ("HARNESS_TURN_TIMEOUT", _SECONDS, "", "how long a rank waits for its turn"),
+        ("HARNESS_LAUNCHER", Choice("local, slurm or mpi", values=("", "local", "slurm", "mpi")), "",
+         "who started this rank: a launcher's rank calls jax.distributed.initialize() without arguments"),
+        ("HARNESS_RANK_EVENTS", _PATH, "", "a launched rank's events file, {rank} in its name"),
+        ("HARNESS_RANK_LOG", _PATH, "", "a launched rank's log, {rank} in its name"),
+        ("HARNESS_SLICES_FROM_NODES", Flag(), "", "a launched multi-slice cell: one slice per launcher node"),
+        ("HARNESS_SLICE_ID", Integer("a whole number, 0 or more", minimum=0), "0",
+         "a launched rank's slice, its launcher node's index"),
     )),
 )
 
@@ -282,6 +294,10 @@ KEYS: tuple[Setting, ...] = (
     Setting("pytest_args", Text("a list of strings"), "", "extra pytest arguments", CELL),
     Setting("timeout", _SECONDS, "300", "per-test time limit", CELL),
     Setting("description", Text(), "", "free text shown by xharness cells", CELL),
+    Setting("launcher", Choice("local, slurm or mpi", values=("local", "slurm", "mpi")), "local",
+            "who starts the cell's ranks: the supervisor, srun or mpirun", CELL),
+    Setting("cluster", Text("a table: partition, account, time_limit, nodes, tasks_per_node, extra"), "",
+            "where a launcher cell runs on a site's cluster (srun's --partition, --account, --time, ...)", CELL),
     Setting("testpaths", Text("a list of existing paths, relative to the file"), "pytest's testpaths, else .",
             "test paths for the cells", PROJECT),
     Setting("matrix", _PATH, "", "a matrix file in ci/matrix.toml's format", PROJECT),

@@ -14,12 +14,13 @@ import re
 import sys
 import tomllib
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
 from harness import adapters, hardware, settings
 from harness.adapters import runtimes
+from harness.matrix.launchers import LAUNCHERS, LOCAL, ClusterOptions
 from harness.project import Project
 
 #: backends a cell may name; each maps to the JAX platform it selects
@@ -50,6 +51,8 @@ RELEASED_RUNTIMES = runtimes.RELEASED
 #: a cell's keys, as the table of settings declares them (``harness.settings``)
 _CELL_KEYS = set(settings.keys(settings.CELL))
 _TOP_KEYS = {"root", "defaults", "cells"}
+#: SLURM's time limit forms: minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS
+_TIME_RE = re.compile(r"^(\d+|\d+:\d{2}|\d+:\d{2}:\d{2}|\d+-\d+(:\d{2}(:\d{2})?)?)$")
 #: environment variables a cell's fields own; setting them in ``env`` would contradict the fields
 OWNED_ENV = {
     "JAX_NUM_CPU_DEVICES": "devices",
@@ -113,6 +116,8 @@ class Cell:
     release: str | None = None  # ``runtime.release``: a release of ``runtime_name``
     all_devices: bool = False  # ``devices = "all"``: a template, resolved by the probe's count
     derived_from: str | None = None  # the template this cell was made from (``gpu-all``)
+    launcher: str = LOCAL  # who starts the ranks: the supervisor, srun or mpirun
+    cluster: ClusterOptions = field(default_factory=ClusterOptions)  # a launcher cell's site options
 
     @property
     def stem(self) -> str:
@@ -203,6 +208,8 @@ class Cell:
             "pytest_args": list(self.pytest_args),
             "timeout": self.timeout,
             "description": self.description,
+            "launcher": self.launcher,
+            **({"cluster": {k: v for k, v in asdict(self.cluster).items() if v}} if self.launcher != LOCAL else {}),
         }
 
 
@@ -466,6 +473,12 @@ class _Parser:
             if not isinstance(value, str):
                 raise self.fail(table, key, "must be a string")
             return value
+        if key == "launcher":
+            if value not in LAUNCHERS:
+                raise self.fail(table, key, f"unknown launcher {value!r} (expected one of {', '.join(LAUNCHERS)})")
+            return value
+        if key == "cluster":
+            return self._cluster(table, value)
         if key in ("paths", "pytest_args"):
             if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
                 raise self.fail(table, key, "must be a list of strings")
@@ -520,6 +533,27 @@ class _Parser:
             return dict(value)
         raise AssertionError(key)  # _CELL_KEYS and this function list the same keys
 
+    def _cluster(self, table: tuple[str, ...], value: Any) -> ClusterOptions:
+        """A launcher cell's ``cluster`` table: where and how long it runs on a site's cluster."""
+        if not isinstance(value, dict):
+            raise self.fail(table, "cluster", "must be a table: partition, account, time_limit, nodes, "
+                            "tasks_per_node, extra")
+        known = {f.name for f in fields(ClusterOptions)}
+        for name, v in value.items():
+            where = (*table, "cluster")
+            if name not in known:
+                raise self.fail(where, name, f"unknown key (expected one of {', '.join(sorted(known))})")
+            if name in ("partition", "account") and not (isinstance(v, str) and re.fullmatch(r"[\w.,-]+", v)):
+                raise self.fail(where, name, f"must be a {name} name, got {v!r}")
+            if name == "time_limit" and not (isinstance(v, str) and _TIME_RE.match(v)):
+                raise self.fail(where, name, "must be a SLURM time (\"MM\", \"MM:SS\", \"HH:MM:SS\" or "
+                                "\"D-HH[:MM[:SS]]\"), got {v!r}")
+            if name in ("nodes", "tasks_per_node") and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
+                raise self.fail(where, name, f"must be a positive integer, got {v!r}")
+            if name == "extra" and not (isinstance(v, list) and all(isinstance(a, str) for a in v)):
+                raise self.fail(where, name, "must be a list of strings (more launcher arguments)")
+        return ClusterOptions(**{k: tuple(v) if k == "extra" else v for k, v in value.items()})
+
     def _check_template(self, table: tuple[str, ...], name: str, values: dict[str, Any]) -> None:
         """A template takes every accelerator of one machine in one process: its count and name
         follow from the hardware, so nothing else may fix them."""
@@ -548,6 +582,11 @@ class _Parser:
                 "slices",
                 f"{cell.slices} slices do not divide {cell.total_devices} devices "
                 f"({cell.processes} process(es) x {cell.devices})",
+            )
+        if cell.launcher != LOCAL and cell.slices > 1 and cell.slices != (cell.cluster.nodes or cell.processes):
+            raise self.fail(
+                table, "slices", f"under a launcher a slice is a node: {cell.slices} slices need "
+                f"{cell.slices} nodes (cluster.nodes, or one node per process)",
             )
         if cell.processes > 1 and cell.processes % cell.slices:
             raise self.fail(

@@ -224,6 +224,7 @@ class RankState:
     stopped: str = ""  # why the supervisor stopped this rank ("" if it did not)
     in_barrier: bool = False  # waiting for its peers (so not the rank that failed)
     timed_out: bool = False
+    identity: dict[str, Any] = field(default_factory=dict)  # launcher, host, job, step (``rank`` event)
 
     @property
     def rank(self) -> int:
@@ -317,6 +318,11 @@ class Launch:
         return LaunchResult(self.ranks, self._failure, self._culprit, time.monotonic() - started, interrupted)
 
     def _start(self) -> None:
+        self.start_ranks()
+
+    def start_ranks(self) -> None:
+        """Start every rank, each in a session of its own (a launcher's launch starts them all
+        with one command instead: ``harness.matrix.cluster_launch``)."""
         for spec in self.specs:
             spec.log.parent.mkdir(parents=True, exist_ok=True)
             stack_offset, log_offset = _size(spec.stack), _size(spec.log)
@@ -374,6 +380,8 @@ class Launch:
                 state.in_barrier = event.get("state") == "enter"
             elif kind == "end":
                 state.ended, state.exitstatus = True, int(event.get("exitstatus", 0))
+            elif kind == "rank":  # a launched rank says who it is, as its launcher told it
+                state.identity = {k: v for k, v in event.items() if k != "event"}
             if self.on_event is not None:
                 self.on_event(state.rank, event)
 
@@ -383,7 +391,7 @@ class Launch:
         dead = [s for s in self.ranks if s.abnormal]
         if multi and dead:  # when several died at once, the one not waiting for the others is to blame
             first = min(dead, key=lambda s: (s.in_barrier, s.exited_at or now, s.rank))
-            self._stop(first, f"rank {first.rank} {describe_exit(first.returncode)}")
+            self._stop(first, f"rank {first.rank} {self.describe_end(first)}")
             return
         for state in self.ranks:
             if state.returncode is not None:
@@ -416,10 +424,7 @@ class Launch:
         live = [s for s in self.ranks if s.returncode is None]
         for state in live:
             state.stopped = reason
-            try:  # faulthandler in the plugin dumps every thread on SIGUSR1
-                os.kill(state.proc.pid, signal.SIGUSR1)
-            except ProcessLookupError:
-                pass
+        self.signal_ranks(live, signal.SIGUSR1)  # faulthandler in the plugin dumps every thread
         now = time.monotonic()
         self._term_at = now + (DUMP_GRACE if live else 0.0)
         self._kill_at = None
@@ -427,19 +432,34 @@ class Launch:
     def _escalate(self, now: float) -> None:
         assert self._term_at is not None
         if self._kill_at is None and now >= self._term_at:
-            for state in self.ranks:
-                if state.returncode is None:
-                    _killpg(state.proc.pid, signal.SIGTERM)
+            self.signal_ranks([s for s in self.ranks if s.returncode is None], signal.SIGTERM)
             self._kill_at = now + TERM_GRACE
         elif self._kill_at is not None and now >= self._kill_at:
-            for state in self.ranks:
-                if state.returncode is None:
-                    _killpg(state.proc.pid, signal.SIGKILL)
+            self.signal_ranks([s for s in self.ranks if s.returncode is None], signal.SIGKILL)
+
+    def signal_ranks(self, ranks: list[RankState], sig: int) -> None:
+        """Deliver ``sig`` to these ranks: SIGUSR1 to the rank (a stack dump), SIGTERM and SIGKILL
+        to its whole process group."""
+        for state in ranks:
+            if sig == signal.SIGUSR1:
+                try:
+                    os.kill(state.proc.pid, sig)
+                except ProcessLookupError:
+                    pass
+            else:
+                _killpg(state.proc.pid, sig)
+
+    def describe_end(self, state: RankState) -> str:
+        """How a rank ended, for the record: ``died on SIGSEGV (...)``, ``exited with code 3``."""
+        return describe_exit(state.returncode)
 
     def _sweep(self) -> None:
         """No orphans: SIGKILL what is left of every group, reap every rank, close the logs."""
-        for state in self.ranks:
-            _killpg(state.proc.pid, signal.SIGKILL)
+        self.signal_ranks(self.ranks, signal.SIGKILL)
+        self.reap()
+
+    def reap(self) -> None:
+        """Wait for every rank (bounded), so each has an exit status, and close the logs."""
         for state in self.ranks:
             try:
                 code = state.proc.wait(timeout=10)

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from harness import hardware
 from harness.hardware import GPU_VISIBLE, TPU_VISIBLE
 from harness.matrix.config import MIN_TEMPLATE_DEVICES, Cell
+from harness.matrix.launchers import LOCAL, unavailable
 
 _GPU_PLUGINS = ("jax_cuda13_plugin", "jax_cuda12_plugin", "jax_rocm_plugin", "jax_rocm60_plugin")
 _TPU_PLUGINS = ("libtpu",)
@@ -94,11 +95,15 @@ def probe(cell: Cell) -> Availability:
     """Whether ``cell`` can run here, and if not, the reason in words a CI log reader understands."""
     if not _has_module("jaxlib"):
         return Availability(False, "jaxlib is not installed")
+    if cell.launcher != LOCAL and (why := unavailable(cell.launcher)):
+        return Availability(False, why)
     if cell.backend == "cpu":
         cores = os.cpu_count() or 1
         note = f"{cell.total_devices} CPU devices on {cores} core(s)"
         if cell.multiprocess:
             note += f", {cell.processes} processes over jax.distributed (gloo)"
+        if cell.launcher != LOCAL:
+            note += f", started by {cell.launcher}"
         return Availability(True, note)
     accelerator = _ACCELERATORS.get(cell.backend)
     if accelerator is not None:

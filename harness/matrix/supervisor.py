@@ -26,8 +26,11 @@ from pathlib import Path
 
 from harness.compile_cache import CacheChoice
 from harness.errors import UsageError
+from harness.matrix.cluster_launch import ClusterLaunch
 from harness.matrix.config import OWNED_ENV, Cell, Matrix
 from harness.matrix.events import Event
+from harness.matrix.launched import EVENTS_ENV, LOG_ENV, SLICES_ENV
+from harness.matrix.launchers import LOCAL, launcher_command
 from harness.matrix.multiproc import (
     TURN_DIR_ENV,
     TURN_ORDER_ENV,
@@ -155,6 +158,7 @@ class CellRun:
         self._failing: dict[str, str] = {}  # node id -> failed/error on some rank (for progress)
         self.turn_seed: int | None = None  # multi-process cells: the ranks' turn order (multiproc)
         self.turns = ""  # the order the ranks of the last launch entered each phase in
+        self.ranks_seen: list[dict[str, object]] = []  # launcher cells: who each rank was (host, job, step)
 
     # -- the whole cell ---------------------------------------------------------------------------
     def run(self) -> CellResult:
@@ -226,6 +230,8 @@ class CellRun:
             base_env = self.settings.compile_cache.environment(base_env)
         base_env["PYTHONUNBUFFERED"] = "1"
         turns = None
+        if self.cell.launcher != LOCAL:
+            return self._launch_by_launcher(base_env, tag, select_file)
         if self.cell.multiprocess:
             base_env["HARNESS_COORDINATOR"] = f"127.0.0.1:{free_port()}"
             base_env.setdefault("HARNESS_HEARTBEAT_TIMEOUT", str(int(self.timeout + self.grace + 30)))
@@ -248,6 +254,35 @@ class CellRun:
             on_event=self._on_event,
             cancel=self.settings.cancel,
         ).run()
+        if turns is not None:
+            self.turns = describe_turns(read_turns(turns))
+        return result
+
+    def _launch_by_launcher(self, env: dict[str, str], tag: str, select_file: Path | None) -> LaunchResult:
+        """One launch whose ranks ``srun`` or ``mpirun`` starts: every rank runs the same command
+        (``harness.matrix.launched``), which finds its rank in the launcher's variables and puts
+        it into the per-rank paths. The ranks still take their turns (the markers are files next
+        to the logs, shared by the ranks of one machine or of a shared filesystem)."""
+        env.setdefault("HARNESS_HEARTBEAT_TIMEOUT", str(int(self.timeout + self.grace + 30)))
+        turns = self._turn_env(env, tag) if self.cell.multiprocess else None
+        events, log = self.logs / f"{tag}.rank{{rank}}.events.jsonl", self.logs / "rank{rank}.log"
+        env[EVENTS_ENV], env[LOG_ENV] = str(events), str(log)
+        if self.cell.slices > 1:
+            env[SLICES_ENV] = "1"
+        argv = self._argv(events, self.logs / "rank{rank}.stack", select_file)
+        rank_argv = [sys.executable, "-m", "harness.matrix.launched", self.cell.launcher, *argv[3:]]
+        specs = [RankSpec(rank, rank_argv, env, Path(str(events).replace("{rank}", str(rank))),
+                          self.logs / f"rank{rank}.stack", self.logs / f"rank{rank}.log")
+                 for rank in range(self.cell.processes)]
+        job_name = f"xharness-{self.cell.name}-{os.getpid()}-{tag}"
+        command = launcher_command(self.cell.launcher, self.cell.processes, self.cell.cluster, job_name,
+                                   rank_argv, env)
+        result = ClusterLaunch(
+            specs, self.cell.launcher, command, job_name, self.logs / f"{tag}.launcher.log",
+            cwd=self.settings.matrix.root, test_timeout=self.timeout, grace=self.grace,
+            idle_limit=self.settings.idle_limit, on_event=self._on_event, cancel=self.settings.cancel,
+        ).run()
+        self.ranks_seen = [dict(state.identity) for state in result.ranks]
         if turns is not None:
             self.turns = describe_turns(read_turns(turns))
         return result
@@ -467,6 +502,8 @@ class CellRun:
             "jax": self.versions.get("jax", ""),
             "jaxlib": self.versions.get("jaxlib", ""),
         }
+        if cell.launcher != LOCAL:
+            props.update(self._launcher_properties())
         if self.turn_seed is not None:
             props["turn-seed"] = str(self.turn_seed)
             props["turn-order"] = ",".join(map(str, turn_order(self.turn_seed, cell.processes)))
@@ -483,6 +520,18 @@ class CellRun:
             env = f"{TURN_SEED_ENV}={self.turn_seed} " if self.turn_seed else ""
             record.properties["repro"] = f"{env}{self.settings.repro_prefix} --cells {cell.name} -- {quoted}"
         return record
+
+
+    def _launcher_properties(self) -> dict[str, str]:
+        """Who ran the cell's last launch: the launcher, each rank's host, the job and step."""
+        seen = self.ranks_seen
+        return {
+            "launcher": self.cell.launcher,
+            "rank-hosts": " ".join(f"{s.get('rank', i)}:{s.get('host', '?')}" for i, s in enumerate(seen))
+                          or "no rank started",
+            "job": next((str(s["job"]) for s in seen if s.get("job")), ""),
+            "step": next((str(s["step"]) for s in seen if s.get("step") not in (None, "")), ""),
+        }
 
 
 def _relative(path: Path, root: Path) -> str:

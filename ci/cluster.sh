@@ -1,0 +1,165 @@
+#!/usr/bin/env bash
+# A real SLURM cluster on this one machine, for the launcher cells and the cluster executor:
+# munged, slurmctld and one slurmd per node, every node a name of its own on a loopback address
+# of its own (xh-node1 on 127.0.77.1, ...), each slurmd started with `-N NAME` on its own port.
+#
+#   ci/cluster.sh start    install the OS packages if missing, write the configuration, start the
+#                          daemons and wait until sinfo shows every node idle (a running cluster is
+#                          left as it is)
+#   ci/cluster.sh stop     stop every daemon it started, cancel every job, leave no process behind
+#   ci/cluster.sh status   the daemons and sinfo; exit 0 only when every node answers
+#   ci/cluster.sh env      the line that points a shell at this cluster (eval "$(ci/cluster.sh env)")
+#
+# Everything lives under $XHARNESS_CLUSTER_DIR (default /tmp/xharness-cluster): slurm.conf, the
+# controller's state, each node's spool and log. Clients find it through SLURM_CONF, which `env`
+# prints; nothing is written to /etc/slurm. The node names resolve through /etc/hosts, where
+# `start` adds one line per node (JAX's SLURM detection connects to the first node's name) and
+# `stop` removes them. Needs root (the daemons run as root, munged as its own user).
+set -euo pipefail
+
+DIR=${XHARNESS_CLUSTER_DIR:-/tmp/xharness-cluster}
+NODES=${XHARNESS_CLUSTER_NODES:-2}
+CPUS=${XHARNESS_CLUSTER_CPUS:-4}        # per node; the nodes share this machine's cores
+CTLD_PORT=${XHARNESS_CLUSTER_PORT:-16817}
+CONF=$DIR/slurm.conf
+HOSTS_TAG="# xharness-cluster"
+
+node_name() { echo "xh-node$1"; }
+node_addr() { echo "127.0.77.$1"; }
+
+say() { echo "cluster: $*" >&2; }
+
+install_packages() {
+  local missing=()
+  command -v slurmctld >/dev/null || missing+=(slurm-wlm)
+  command -v munged >/dev/null || missing+=(munge)
+  command -v mpirun >/dev/null || missing+=(openmpi-bin)
+  [ ${#missing[@]} -eq 0 ] && return 0
+  if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null; then
+    say "missing ${missing[*]}: install them (apt-get install ${missing[*]}) as root"; exit 3
+  fi
+  say "installing ${missing[*]}"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+}
+
+write_config() {
+  mkdir -p "$DIR/ctld" "$DIR/spool" "$DIR/log"
+  local host; host=$(hostname -s)
+  {
+    echo "ClusterName=xharness"
+    echo "SlurmctldHost=$host(127.0.0.1)"
+    echo "SlurmctldPort=$CTLD_PORT"
+    echo "SlurmUser=root"
+    echo "SlurmdUser=root"
+    echo "AuthType=auth/munge"
+    echo "StateSaveLocation=$DIR/ctld"
+    echo "SlurmdSpoolDir=$DIR/spool/%n"
+    echo "SlurmctldPidFile=$DIR/slurmctld.pid"
+    echo "SlurmdPidFile=$DIR/slurmd-%n.pid"
+    echo "SlurmctldLogFile=$DIR/log/slurmctld.log"
+    echo "SlurmdLogFile=$DIR/log/slurmd-%n.log"
+    echo "ProctrackType=proctrack/linuxproc"
+    echo "TaskPlugin=task/none"
+    echo "JobAcctGatherType=jobacct_gather/linux"
+    echo "JobAcctGatherFrequency=1"
+    echo "SelectType=select/cons_tres"
+    echo "SelectTypeParameters=CR_CPU"
+    echo "SlurmdParameters=config_overrides"
+    echo "ReturnToService=2"
+    echo "SlurmdTimeout=30"
+    echo "InactiveLimit=0"
+    echo "KillWait=5"
+    echo "MinJobAge=300"
+    echo "MpiDefault=none"
+    echo "SwitchType=switch/none"
+    echo "SchedulerType=sched/backfill"
+    echo "SchedulerParameters=defer_batch"
+    for i in $(seq 1 "$NODES"); do
+      echo "NodeName=$(node_name "$i") NodeAddr=$(node_addr "$i") NodeHostname=$host Port=$((CTLD_PORT + i)) CPUs=$CPUS RealMemory=4000 State=UNKNOWN"
+    done
+    echo "PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP OverSubscribe=NO"
+  } > "$CONF.new"
+  mv "$CONF.new" "$CONF"
+}
+
+add_hosts() {
+  sed -i "/$HOSTS_TAG/d" /etc/hosts
+  for i in $(seq 1 "$NODES"); do
+    echo "$(node_addr "$i") $(node_name "$i") $HOSTS_TAG" >> /etc/hosts
+  done
+}
+
+pid_alive() { [ -f "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
+
+start_munge() {
+  if munge -n </dev/null 2>/dev/null | unmunge >/dev/null 2>&1; then return 0; fi
+  mkdir -p /run/munge /var/log/munge /var/lib/munge
+  chown munge:munge /run/munge /var/log/munge /var/lib/munge /etc/munge /etc/munge/munge.key 2>/dev/null || true
+  chmod 0755 /run/munge
+  [ -s /etc/munge/munge.key ] || { mungekey --create --keyfile=/etc/munge/munge.key; chown munge:munge /etc/munge/munge.key; }
+  chmod 0400 /etc/munge/munge.key
+  runuser -u munge -- /usr/sbin/munged
+  for _ in $(seq 50); do munge -n </dev/null 2>/dev/null | unmunge >/dev/null 2>&1 && return 0; sleep 0.1; done
+  say "munged did not answer"; exit 1
+}
+
+start() {
+  install_packages
+  if status >/dev/null 2>&1; then say "already running ($CONF)"; return 0; fi
+  write_config
+  add_hosts
+  start_munge
+  export SLURM_CONF=$CONF
+  pid_alive "$DIR/slurmctld.pid" || /usr/sbin/slurmctld -f "$CONF"
+  for i in $(seq 1 "$NODES"); do
+    pid_alive "$DIR/slurmd-$(node_name "$i").pid" || /usr/sbin/slurmd -f "$CONF" -N "$(node_name "$i")"
+  done
+  for _ in $(seq 300); do
+    if status >/dev/null 2>&1; then say "up: $NODES nodes idle ($CONF)"; return 0; fi
+    sleep 0.2
+  done
+  say "the nodes did not come up; sinfo says:"; SLURM_CONF=$CONF sinfo -N >&2 || true
+  tail -n 20 "$DIR"/log/*.log >&2 || true
+  exit 1
+}
+
+status() {
+  [ -f "$CONF" ] || { echo "no cluster configured under $DIR"; return 1; }
+  local idle
+  idle=$(SLURM_CONF=$CONF timeout 10 sinfo -h -N -o '%N %t' 2>/dev/null) || { echo "slurmctld does not answer"; return 1; }
+  echo "$idle"
+  local up; up=$(echo "$idle" | awk '$2 ~ /^(idle|mix|alloc)/' | wc -l)
+  [ "$up" -eq "$NODES" ]
+}
+
+stop() {
+  if [ -f "$CONF" ]; then
+    SLURM_CONF=$CONF timeout 10 scancel --full --quiet --user=root 2>/dev/null || true
+  fi
+  local pids=()
+  for f in "$DIR"/slurmd-*.pid "$DIR"/slurmctld.pid; do
+    [ -f "$f" ] && pids+=("$(cat "$f")")
+  done
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  for _ in $(seq 50); do
+    local alive=0
+    for p in "${pids[@]}"; do kill -0 "$p" 2>/dev/null && alive=1; done
+    [ $alive = 0 ] && break; sleep 0.1
+  done
+  for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done
+  # the steps' daemons and anything they started under this cluster's spool
+  pkill -9 -f "slurmstepd: \[" 2>/dev/null || true
+  [ -f /run/munge/munged.pid ] && kill "$(cat /run/munge/munged.pid)" 2>/dev/null || pkill -x munged 2>/dev/null || true
+  sed -i "/$HOSTS_TAG/d" /etc/hosts 2>/dev/null || true
+  rm -f "$DIR"/*.pid
+  say "stopped"
+}
+
+case "${1:-}" in
+  start) start ;;
+  stop) stop ;;
+  status) status ;;
+  env) echo "export SLURM_CONF=$CONF" ;;
+  *) echo "usage: $0 start|stop|status|env" >&2; exit 2 ;;
+esac

@@ -1,0 +1,223 @@
+"""One launch of a cell whose ranks a cluster launcher starts (``srun`` or ``mpirun``), under the
+same watchdog as a local launch (``harness.matrix.multiproc.Launch``).
+
+The supervisor starts one process, the launcher, and the launcher starts every rank
+(``harness.matrix.launched``), on whichever hosts it chooses. So a rank is not a child of the
+supervisor: it is seen through the files it writes (its events, with who it is and how it
+ended), and reached through the launcher. What changes against a local launch:
+
+- a rank's end is its ``exit`` event; a rank that ended without one was lost with its host or
+  its task, and the scheduler says why (``scontrol show job``: NODE_FAIL, TIMEOUT, CANCELLED,
+  OUT_OF_MEMORY, PREEMPTED), which goes into the record with the host, rank, job and step;
+- signals go through the launcher: ``scancel --signal`` to the job step under SLURM (SIGUSR1 for
+  stack dumps reaches every rank), the launcher process itself under Open MPI, which forwards them;
+- nothing is left behind: the launcher's process group is killed, the job this launch requested
+  is cancelled by its unique name, and the sweep waits, bounded, until the scheduler lists it no
+  more; under Open MPI on this host the ranks' own processes are killed too.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import time
+from pathlib import Path
+from typing import IO, Any
+
+from harness.matrix.events import EventReader
+from harness.matrix.launchers import MPI, SLURM
+from harness.matrix.multiproc import Launch, RankSpec, RankState, describe_exit, signal_label
+
+LOST = -signal.SIGKILL  # the exit status of a rank that ended without a word
+CANCEL_WAIT = 30.0  # seconds the sweep waits for the scheduler to forget the job
+_JOB_LINE = re.compile(r"srun: job (\d+) (?:queued|has been allocated)")
+
+
+class _LaunchedRank:
+    """A rank as far as the watchdog needs a process: whether and how it ended."""
+
+    def __init__(self, launch: ClusterLaunch, index: int) -> None:
+        self.launch, self.index = launch, index
+
+    @property
+    def pid(self) -> int:
+        return self.launch.process.pid
+
+    def poll(self) -> int | None:
+        state = self.launch.ranks[self.index]
+        reported = next((e for e in reversed(state.reader.events) if e.get("event") == "exit"), None)
+        if reported is not None:
+            return int(reported.get("returncode", LOST))
+        if self.launch.process.poll() is None:
+            return None
+        state.reader.poll()  # a last look: the exit event may have landed with the launcher's end
+        reported = next((e for e in reversed(state.reader.events) if e.get("event") == "exit"), None)
+        return int(reported.get("returncode", LOST)) if reported is not None else LOST
+
+    def wait(self, timeout: float | None = None) -> int:
+        deadline = time.monotonic() + (timeout if timeout is not None else 1e9)
+        while (code := self.poll()) is None:
+            if time.monotonic() > deadline:
+                raise subprocess.TimeoutExpired("rank", timeout or 0)
+            time.sleep(0.05)
+        return code
+
+
+class ClusterLaunch(Launch):
+    """Start every rank with one launcher command and watch them as a local launch is watched."""
+
+    def __init__(self, specs: list[RankSpec], launcher: str, command: list[str], job_name: str,
+                 launcher_log: Path, **kwargs: Any) -> None:
+        super().__init__(specs, **kwargs)
+        self.launcher, self.command, self.job_name, self.launcher_log = launcher, command, job_name, launcher_log
+        self.process: subprocess.Popen[bytes]
+        self.own_log: IO[bytes] | None = None
+        self.scheduler_said = ""  # the scheduler's word on the job, once asked
+
+    # -- starting ---------------------------------------------------------------------------------
+    def start_ranks(self) -> None:
+        self.launcher_log.parent.mkdir(parents=True, exist_ok=True)
+        self.own_log = open(self.launcher_log, "ab")  # noqa: SIM115 - open for the launcher's lifetime
+        self.own_log.write(f"\n===== [xharness] {self.launcher}: {' '.join(self.command)}\n".encode())
+        self.own_log.flush()
+        self.process = subprocess.Popen(self.command, cwd=self.cwd, env=self.specs[0].env,
+                                        stdin=subprocess.DEVNULL, stdout=self.own_log,
+                                        stderr=subprocess.STDOUT, start_new_session=True)
+        now = time.monotonic()
+        for index, spec in enumerate(self.specs):
+            proc: Any = _LaunchedRank(self, index)
+            self.ranks.append(RankState(spec, proc, EventReader(spec.events), 0, _size(spec.log), now, now))
+
+    # -- who, where, and why it ended -------------------------------------------------------------
+    def job_id(self) -> str:
+        """The SLURM job the ranks run in: as a rank said, else as srun printed it."""
+        for state in self.ranks:
+            if state.identity.get("job"):
+                return str(state.identity["job"])
+        try:
+            found = _JOB_LINE.findall(self.launcher_log.read_text(errors="replace"))
+        except OSError:
+            found = []
+        return found[-1] if found else ""
+
+    def step_ref(self) -> str:
+        """``JOB.STEP`` of the ranks' step, or the job alone before any rank said its step."""
+        job = self.job_id()
+        step = next((str(s.identity["step"]) for s in self.ranks if s.identity.get("step") not in (None, "")), "")
+        return f"{job}.{step}" if job and step else job
+
+    def describe_end(self, state: RankState) -> str:
+        host = state.identity.get("host") or "an unknown host"
+        where = f"on {host}"
+        if self.launcher == SLURM and self.job_id():
+            where += f" (job {self.step_ref()})"
+        reported = any(e.get("event") == "exit" for e in state.reader.events)
+        if reported:
+            return f"{where} {describe_exit(state.returncode)}"
+        cause = self.scheduler_cause()
+        return (f"{where} was lost: it ended without a word when the {self.launcher} launcher "
+                f"{_launcher_end(self.process.poll())}" + (f"; {cause}" if cause else ""))
+
+    def scheduler_cause(self) -> str:
+        """What SLURM says of the job (state, reason, nodes), asked once; "" elsewhere."""
+        if self.launcher != SLURM or self.scheduler_said:
+            return self.scheduler_said
+        job = self.job_id()
+        if not job:
+            return ""
+        try:
+            proc = subprocess.run(["scontrol", "show", "job", "-o", job], capture_output=True, text=True,
+                                  timeout=15, env=self.specs[0].env)
+        except (OSError, subprocess.TimeoutExpired):
+            return ""
+        fields = dict(re.findall(r"(\w+)=(\S*)", proc.stdout))
+        if fields:
+            self.scheduler_said = (f"the scheduler says job {job} is {fields.get('JobState', '?')} "
+                                   f"(reason {fields.get('Reason', '?')}, nodes {fields.get('NodeList', '?')})")
+        return self.scheduler_said
+
+    # -- signals go through the launcher ----------------------------------------------------------
+    def signal_ranks(self, ranks: list[RankState], sig: int) -> None:
+        if not ranks:
+            return
+        if self.launcher == SLURM and (ref := self.step_ref()):
+            _quiet(["scancel", f"--signal={signal.Signals(sig).name.removeprefix('SIG')}", ref], self.specs[0].env)
+            if sig != signal.SIGKILL:
+                return
+        try:
+            if sig == signal.SIGKILL:
+                os.killpg(self.process.pid, sig)
+            else:
+                self.process.send_signal(sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+    def reap(self) -> None:
+        try:
+            os.killpg(self.process.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        try:
+            self.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            pass
+        if self.launcher == SLURM:
+            self.scheduler_cause()  # before the cancel below rewrites the job's state
+            self._cancel_job()
+        elif self.launcher == MPI:
+            self._kill_local_ranks()
+        super().reap()
+        if self.own_log is not None:
+            self.own_log.close()
+
+    def _cancel_job(self) -> None:
+        """Cancel the job this launch requested (by its unique name), or the step it ran inside
+        an allocation it did not request, and wait until the scheduler no longer runs it."""
+        env = self.specs[0].env
+        inside = bool(env.get("SLURM_JOB_ID"))
+        target = ["--full", self.step_ref()] if inside and "." in self.step_ref() else [f"--name={self.job_name}"]
+        _quiet(["scancel", "--quiet", *target], env)
+        if inside:
+            return
+        deadline = time.monotonic() + CANCEL_WAIT
+        while time.monotonic() < deadline:
+            listed = _quiet(["squeue", "-h", f"--name={self.job_name}", "-o", "%i %T"], env)
+            if listed is not None and not listed.strip():
+                return
+            time.sleep(0.5)
+
+    def _kill_local_ranks(self) -> None:
+        """Open MPI on this host: a rank whose launcher was killed may live on; kill its group."""
+        for state in self.ranks:
+            pid = state.identity.get("pid")
+            if not isinstance(pid, int) or state.identity.get("host") != os.uname().nodename:
+                continue
+            try:
+                group = os.getpgid(pid)
+                if group != os.getpgrp():
+                    os.killpg(group, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+
+
+def _launcher_end(code: int | None) -> str:
+    if code is None:
+        return "was still running"
+    return f"died on {signal_label(-code)}" if code < 0 else f"exited with code {code}"
+
+
+def _quiet(cmd: list[str], env: dict[str, str]) -> str | None:
+    """Run a scheduler command, bounded; its output, or None when it could not be asked."""
+    try:
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=15, env=env).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
