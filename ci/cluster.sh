@@ -67,7 +67,7 @@ write_config() {
     echo "SelectTypeParameters=CR_CPU"
     echo "SlurmdParameters=config_overrides"
     echo "ReturnToService=2"
-    echo "SlurmdTimeout=30"
+    echo "SlurmdTimeout=10"
     echo "InactiveLimit=0"
     echo "KillWait=5"
     echo "MinJobAge=300"

@@ -21,14 +21,15 @@ from __future__ import annotations
 import os
 import re
 import signal
+import socket
 import subprocess
 import time
 from pathlib import Path
 from typing import IO, Any
 
 from harness.matrix.events import EventReader
-from harness.matrix.launchers import MPI, SLURM
-from harness.matrix.multiproc import Launch, RankSpec, RankState, describe_exit, signal_label
+from harness.matrix.launchers import SLURM
+from harness.matrix.multiproc import Launch, LaunchResult, RankSpec, RankState, describe_exit, signal_label
 
 LOST = -signal.SIGKILL  # the exit status of a rank that ended without a word
 CANCEL_WAIT = 30.0  # seconds the sweep waits for the scheduler to forget the job
@@ -76,6 +77,18 @@ class ClusterLaunch(Launch):
         self.own_log: IO[bytes] | None = None
         self.scheduler_said = ""  # the scheduler's word on the job, once asked
 
+    def run(self) -> LaunchResult:
+        """The launch, then every rank that ended badly described with its host, job and the
+        scheduler's word, even when all ranks ended at once and the watchdog blamed none."""
+        result = super().run()
+        dead = [s for s in result.ranks if s.abnormal]
+        if dead and (result.culprit is None or self.scheduler_cause()):
+            # the scheduler's word comes after the ranks it killed: it outranks the first death seen
+            result.culprit = self.blame(dead, time.monotonic()).rank
+        for state in dead:
+            self.describe_end(state)
+        return result
+
     # -- starting ---------------------------------------------------------------------------------
     def start_ranks(self) -> None:
         self.launcher_log.parent.mkdir(parents=True, exist_ok=True)
@@ -108,34 +121,46 @@ class ClusterLaunch(Launch):
         step = next((str(s.identity["step"]) for s in self.ranks if s.identity.get("step") not in (None, "")), "")
         return f"{job}.{step}" if job and step else job
 
+    def blame(self, dead: list[RankState], now: float) -> RankState:
+        """A rank on a node the scheduler marks down is to blame (its peers were killed because
+        the job lost that node), whether or not its end has been seen yet; else as locally."""
+        if self.launcher == SLURM and self.scheduler_cause():
+            down = _down_nodes(self.specs[0].env)
+            lost = [s for s in self.ranks if s.identity.get("host") in down]
+            if lost:
+                return lost[0]
+        return super().blame(dead, now)
+
     def describe_end(self, state: RankState) -> str:
+        """The rank's host, job and step, how it ended, and what the scheduler says of the job
+        when it ended it (kept with the rank for the record)."""
         host = state.identity.get("host") or "an unknown host"
         where = f"on {host}"
         if self.launcher == SLURM and self.job_id():
             where += f" (job {self.step_ref()})"
         reported = any(e.get("event") == "exit" for e in state.reader.events)
-        if reported:
-            return f"{where} {describe_exit(state.returncode)}"
         cause = self.scheduler_cause()
-        return (f"{where} was lost: it ended without a word when the {self.launcher} launcher "
-                f"{_launcher_end(self.process.poll())}" + (f"; {cause}" if cause else ""))
+        if reported and state.returncode is not None:
+            text = f"{where} {describe_exit(state.returncode)}"
+        else:
+            text = (f"{where} was lost: it ended without a word, and the {self.launcher} launcher "
+                    f"{_launcher_end(self.process.poll())}")
+        text += f"; {cause}" if cause else ""
+        state.identity["end"] = text
+        return text
 
     def scheduler_cause(self) -> str:
-        """What SLURM says of the job (state, reason, nodes), asked once; "" elsewhere."""
+        """What SLURM says of a job it ended (state, reason, nodes); "" while the job runs, when
+        it ended normally, or under another launcher. A final answer is kept."""
         if self.launcher != SLURM or self.scheduler_said:
             return self.scheduler_said
         job = self.job_id()
-        if not job:
-            return ""
-        try:
-            proc = subprocess.run(["scontrol", "show", "job", "-o", job], capture_output=True, text=True,
-                                  timeout=15, env=self.specs[0].env)
-        except (OSError, subprocess.TimeoutExpired):
-            return ""
-        fields = dict(re.findall(r"(\w+)=(\S*)", proc.stdout))
-        if fields:
-            self.scheduler_said = (f"the scheduler says job {job} is {fields.get('JobState', '?')} "
-                                   f"(reason {fields.get('Reason', '?')}, nodes {fields.get('NodeList', '?')})")
+        answer = _quiet(["scontrol", "show", "job", "-o", job], self.specs[0].env) if job else None
+        fields = dict(re.findall(r"(\w+)=(\S*)", answer or ""))
+        state = fields.get("JobState", "")
+        if state in _ENDED_BY_SCHEDULER:
+            self.scheduler_said = (f"the scheduler ended job {job}: {state} (reason {fields.get('Reason', '?')}, "
+                                   f"nodes {fields.get('NodeList', '?')})")
         return self.scheduler_said
 
     # -- signals go through the launcher ----------------------------------------------------------
@@ -166,8 +191,7 @@ class ClusterLaunch(Launch):
         if self.launcher == SLURM:
             self.scheduler_cause()  # before the cancel below rewrites the job's state
             self._cancel_job()
-        elif self.launcher == MPI:
-            self._kill_local_ranks()
+        self._kill_local_ranks()
         super().reap()
         if self.own_log is not None:
             self.own_log.close()
@@ -189,10 +213,13 @@ class ClusterLaunch(Launch):
             time.sleep(0.5)
 
     def _kill_local_ranks(self) -> None:
-        """Open MPI on this host: a rank whose launcher was killed may live on; kill its group."""
+        """A rank on this machine may outlive its launcher (mpirun killed, or a node whose
+        ``slurmd`` died: nothing is left to stop its step); kill its group. A rank elsewhere is
+        its scheduler's to stop (the job was cancelled above)."""
+        here = socket.gethostname()
         for state in self.ranks:
             pid = state.identity.get("pid")
-            if not isinstance(pid, int) or state.identity.get("host") != os.uname().nodename:
+            if not isinstance(pid, int) or state.identity.get("machine") != here:
                 continue
             try:
                 group = os.getpgid(pid)
@@ -200,6 +227,17 @@ class ClusterLaunch(Launch):
                     os.killpg(group, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
                 pass
+
+
+#: job states in which the scheduler, not the job, ended it
+_ENDED_BY_SCHEDULER = ("NODE_FAIL", "TIMEOUT", "CANCELLED", "PREEMPTED", "OUT_OF_MEMORY", "DEADLINE",
+                       "BOOT_FAIL", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED")
+
+
+def _down_nodes(env: dict[str, str]) -> set[str]:
+    listed = _quiet(["sinfo", "-h", "-N", "-o", "%N %t"], env) or ""
+    return {node for node, state in (line.split()[:2] for line in listed.splitlines() if len(line.split()) >= 2)
+            if state.startswith(("down", "fail", "drain"))}
 
 
 def _launcher_end(code: int | None) -> str:

@@ -57,7 +57,7 @@ def main(argv: list[str]) -> int:
     if env.pop(SLICES_ENV, "") == "1":
         _slices(env, me.nodes, me.node_index)
     events = EventWriter(_rank_path(env.pop(EVENTS_ENV), me.rank))
-    events.emit("rank", pid=os.getpid(), **me.fields())
+    events.emit("rank", pid=os.getpid(), machine=socket.gethostname(), **me.fields())
     log_path = _rank_path(env.pop(LOG_ENV), me.rank)
     log_path.parent.mkdir(parents=True, exist_ok=True)
     child_argv = [sys.executable, "-m", "harness.matrix.multiproc",

@@ -390,7 +390,7 @@ class Launch:
         multi = len(self.ranks) > 1
         dead = [s for s in self.ranks if s.abnormal]
         if multi and dead:  # when several died at once, the one not waiting for the others is to blame
-            first = min(dead, key=lambda s: (s.in_barrier, s.exited_at or now, s.rank))
+            first = self.blame(dead, now)
             self._stop(first, f"rank {first.rank} {self.describe_end(first)}")
             return
         for state in self.ranks:
@@ -448,6 +448,11 @@ class Launch:
                     pass
             else:
                 _killpg(state.proc.pid, sig)
+
+    def blame(self, dead: list[RankState], now: float) -> RankState:
+        """The rank to blame when ranks died: when several died at once, the one not waiting
+        for the others."""
+        return min(dead, key=lambda s: (s.in_barrier, s.exited_at or now, s.rank))
 
     def describe_end(self, state: RankState) -> str:
         """How a rank ended, for the record: ``died on SIGSEGV (...)``, ``exited with code 3``."""

@@ -433,6 +433,9 @@ class CellRun:
         elif timed_out:
             why = f"ran past its {self.timeout:g}s time limit (all thread stacks dumped)"
             kind, sig, exit_code = KIND_TIMEOUT, None, None
+        elif state.identity.get("end"):  # a launched rank: its host, job, and the scheduler's word
+            why = str(state.identity["end"])
+            kind, sig, exit_code = KIND_SIGNAL, (-code if code is not None and code < 0 else None), None
         elif code is not None and code < 0:
             why = describe_exit(code)
             if code == -9 and not state.stopped:
