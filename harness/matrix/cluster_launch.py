@@ -29,7 +29,14 @@ from typing import IO, Any
 
 from harness.matrix.events import EventReader
 from harness.matrix.launchers import SLURM
-from harness.matrix.multiproc import Launch, LaunchResult, RankSpec, RankState, describe_exit, signal_label
+from harness.matrix.multiproc import (
+    Launch,
+    LaunchResult,
+    RankSpec,
+    RankState,
+    describe_exit,
+    signal_label,
+)
 
 LOST = -signal.SIGKILL  # the exit status of a rank that ended without a word
 CANCEL_WAIT = 30.0  # seconds the sweep waits for the scheduler to forget the job
