@@ -22,7 +22,7 @@ NODES=${XHARNESS_CLUSTER_NODES:-2}
 CPUS=${XHARNESS_CLUSTER_CPUS:-4}        # per node; the nodes share this machine's cores
 CTLD_PORT=${XHARNESS_CLUSTER_PORT:-16817}
 CONF=$DIR/slurm.conf
-HOSTS_TAG="# xharness-cluster"
+HOSTS_TAG="# xharness-cluster $DIR"
 
 node_name() { echo "xh-node$1"; }
 node_addr() { echo "127.0.77.$1"; }
@@ -84,7 +84,7 @@ write_config() {
 }
 
 add_hosts() {
-  sed -i "/$HOSTS_TAG/d" /etc/hosts
+  sed -i "\\|$HOSTS_TAG\$|d" /etc/hosts
   for i in $(seq 1 "$NODES"); do
     echo "$(node_addr "$i") $(node_name "$i") $HOSTS_TAG" >> /etc/hosts
   done
@@ -151,7 +151,7 @@ stop() {
   # the steps' daemons and anything they started under this cluster's spool
   pkill -9 -f "slurmstepd: \[" 2>/dev/null || true
   [ -f /run/munge/munged.pid ] && kill "$(cat /run/munge/munged.pid)" 2>/dev/null || pkill -x munged 2>/dev/null || true
-  sed -i "/$HOSTS_TAG/d" /etc/hosts 2>/dev/null || true
+  sed -i "\\|$HOSTS_TAG\$|d" /etc/hosts 2>/dev/null || true
   rm -f "$DIR"/*.pid
   say "stopped"
 }

@@ -148,8 +148,9 @@ def cells_command(args: argparse.Namespace) -> int:
     for row, cell in zip(rows, listed, strict=True):
         status = "runs here" if row["available"] else "SKIPPED  "
         runtime = row["runtime_under_test"] + (f" (from {row['plugin']})" if row["plugin"] else "")
-        print(f"{cell.name:<{width}}  {cell.backend:<3}  {_shape(cell):<16} {cell.runtime_label():<44} "
-              f"{status}  {row['reason']}" + (f"  [{runtime}]" if runtime != "reference" else ""))
+        print(f"{cell.name:<{width}}  {cell.backend:<3}  {_shape(cell):<16} {cell.launcher:<6} "
+              f"{cell.runtime_label():<44} {status}  {row['reason']}"
+              + (f"  [{runtime}]" if runtime != "reference" else ""))
     return 0
 
 

@@ -16,6 +16,7 @@ import os
 import re
 import shutil
 import subprocess
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -47,7 +48,7 @@ HOW_TO_GET: dict[str, str] = {
     MPI: "install Open MPI 4 (apt-get install openmpi-bin)",
 }
 
-PROBE_TIMEOUT = 15.0  # seconds a cluster has to answer before the cell is skipped
+PROBE_TIMEOUT = 10.0  # seconds a cluster has to answer before the cell is skipped
 
 
 @dataclass(frozen=True)
@@ -142,6 +143,12 @@ def launcher_command(launcher: str, processes: int, options: ClusterOptions, job
     raise ValueError(f"launcher {launcher!r} starts no command (the supervisor starts local ranks)")
 
 
+#: the answers of this process: (launcher, SLURM_CONF, PATH) -> (when asked, why not); every cell
+#: of a launcher is probed once a minute at most, not once per cell
+_ASKED: dict[tuple[str, str, str], tuple[float, str]] = {}
+_ANSWER_KEPT = 60.0
+
+
 def unavailable(launcher: str, environ: Mapping[str, str] | None = None) -> str:
     """Why ``launcher`` cannot run a cell here ("" when it can), with how to get it: the tool is
     missing, or no cluster answers (its controller is down, or munge is). Bounded: a cluster that
@@ -149,6 +156,16 @@ def unavailable(launcher: str, environ: Mapping[str, str] | None = None) -> str:
     env = dict(os.environ if environ is None else environ)
     if launcher == LOCAL:
         return ""
+    key = (launcher, env.get("SLURM_CONF", ""), env.get("PATH", ""))
+    asked = _ASKED.get(key)
+    if asked is not None and time.monotonic() - asked[0] < _ANSWER_KEPT:
+        return asked[1]
+    why = _why_not(launcher, env)
+    _ASKED[key] = (time.monotonic(), why)
+    return why
+
+
+def _why_not(launcher: str, env: dict[str, str]) -> str:
     tool = {SLURM: "srun", MPI: "mpirun"}[launcher]
     if shutil.which(tool, path=env.get("PATH")) is None:
         return f"{tool} is not installed: {HOW_TO_GET[launcher]}"

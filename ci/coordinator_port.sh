@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# What happens when two SLURM jobs whose ids differ by 4096 share their first node: JAX's
+# SlurmCluster puts the coordinator on port SLURM_JOB_ID % 4096 + 61440 of that node, so both jobs
+# pick the same port. Run on the one-machine cluster (bash ci/cluster.sh start first):
+#   job A (id X) runs on the main cluster and holds its coordination service;
+#   job B (id X + 4096) comes from a second, scratch controller on this machine whose first job id
+#   is set to X + 4096 (a site gets the same pair after 4096 submissions).
+# Prints both jobs' words and exits 0 when job A, which did nothing wrong, was aborted.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-.venv/bin/python}
+MAIN=${XHARNESS_CLUSTER_DIR:-/tmp/xharness-cluster}
+SCRATCH=$(mktemp -d /tmp/xh-port.XXXX)
+HOLD=$SCRATCH/hold.py
+cat > "$HOLD" <<'PY'
+import os, sys, time, jax
+jax.config.update("jax_num_cpu_devices", 1)
+try:
+    jax.distributed.initialize(initialization_timeout=20)
+except Exception as exc:
+    print(f"job {os.environ['SLURM_JOB_ID']} rank {os.environ['SLURM_PROCID']}: {type(exc).__name__}: {exc}", flush=True)
+    sys.exit(3)
+print(f"job {os.environ['SLURM_JOB_ID']} rank {os.environ['SLURM_PROCID']}: initialized", flush=True)
+time.sleep(float(sys.argv[1]))
+PY
+cleanup() {
+  for f in "$SCRATCH"/*.pid; do [ -f "$f" ] && kill "$(cat "$f")" 2>/dev/null || true; done
+  sed -i "\\|# xharness-cluster $SCRATCH\$|d" /etc/hosts
+}
+trap cleanup EXIT
+
+export SLURM_CONF=$MAIN/slurm.conf
+X=$(sbatch --parsable --wrap=true -o /dev/null)
+A=$((X + 1))
+srun -N1 -n2 -w xh-node1 --job-name=port-a "$PY" "$HOLD" 40 > "$SCRATCH/a.log" 2>&1 &
+APID=$!
+for _ in $(seq 100); do grep -q "rank 0: initialized" "$SCRATCH/a.log" 2>/dev/null && break; sleep 0.2; done
+
+XHARNESS_CLUSTER_DIR=$SCRATCH XHARNESS_CLUSTER_PORT=17817 bash ci/cluster.sh start >/dev/null 2>&1 || true
+kill "$(cat "$SCRATCH/slurmctld.pid")"; sleep 1
+echo "FirstJobId=$((A + 4096))" >> "$SCRATCH/slurm.conf"
+rm -rf "$SCRATCH/ctld"/*
+/usr/sbin/slurmctld -c -f "$SCRATCH/slurm.conf"
+for _ in $(seq 50); do SLURM_CONF=$SCRATCH/slurm.conf sinfo -h >/dev/null 2>&1 && break; sleep 0.2; done
+sleep 2
+SLURM_CONF=$SCRATCH/slurm.conf srun -N1 -n2 -w xh-node1 --job-name=port-b "$PY" "$HOLD" 1 > "$SCRATCH/b.log" 2>&1 || true
+wait "$APID" || true
+echo "job A ($A, port $((A % 4096 + 61440))):"; grep -E "^job|Aborted|incarnation" "$SCRATCH/a.log" | head -4
+echo "job B ($((A + 4096)), port $(((A + 4096) % 4096 + 61440))):"; grep -E "^job" "$SCRATCH/b.log" | head -4
+grep -q "different incarnation" "$SCRATCH/a.log"

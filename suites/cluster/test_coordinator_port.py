@@ -1,0 +1,27 @@
+"""A finding of the launcher cells, kept found: JAX's SLURM detection puts the coordinator on port
+``SLURM_JOB_ID % 4096 + 61440`` of the job's first node, so two jobs whose ids differ by 4096 pick
+the same port when they share that node. The second job's coordination service binds it without
+an error (its gRPC server shares the port), its ranks initialize as if nothing happened, and the
+first job, which did nothing wrong, is aborted: "1 unexpectedly tried to connect with a different
+incarnation. It has likely restarted." (``ci/coordinator_port.sh`` makes the pair of jobs on the
+one-machine cluster; README, "Launchers and clusters".) When a JAX release stops aliasing the
+ports or refuses the second bind, this test fails, and the README's note must change with it."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from harness.matrix.launchers import SLURM, unavailable
+
+SCRIPT = Path(__file__).resolve().parents[2] / "ci" / "coordinator_port.sh"
+
+
+def test_two_jobs_4096_apart_on_one_node_abort_the_first() -> None:
+    if why := unavailable(SLURM):
+        pytest.skip(why)
+    proc = subprocess.run(["bash", str(SCRIPT)], capture_output=True, text=True, timeout=180)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "rank 0: initialized" in proc.stdout.split("job B", 1)[1], proc.stdout  # B sees nothing wrong
