@@ -5,7 +5,8 @@
 #   job A (id X) runs on the main cluster and holds its coordination service;
 #   job B (id X + 4096) comes from a second, scratch controller on this machine whose first job id
 #   is set to X + 4096 (a site gets the same pair after 4096 submissions).
-# Prints both jobs' words and exits 0 when job A, which did nothing wrong, was aborted.
+# Prints both jobs' words and exits 0 when job A, which did nothing wrong, was aborted (in some
+# runs, not all: see the end).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-.venv/bin/python}
@@ -45,6 +46,8 @@ for _ in $(seq 50); do SLURM_CONF=$SCRATCH/slurm.conf sinfo -h >/dev/null 2>&1 &
 sleep 2
 SLURM_CONF=$SCRATCH/slurm.conf srun -N1 -n2 -w xh-node1 --job-name=port-b "$PY" "$HOLD" 1 > "$SCRATCH/b.log" 2>&1 || true
 wait "$APID" || true
-echo "job A ($A, port $((A % 4096 + 61440))):"; grep -E "^job|Aborted|incarnation" "$SCRATCH/a.log" | head -4
-echo "job B ($((A + 4096)), port $(((A + 4096) % 4096 + 61440))):"; grep -E "^job" "$SCRATCH/b.log" | head -4
+echo "job A ($A, port $((A % 4096 + 61440))):"; grep -m 4 -E "^job|incarnation" "$SCRATCH/a.log" || true
+echo "job B ($((A + 4096)), port $(((A + 4096) % 4096 + 61440))):"; grep -m 4 -E "^job" "$SCRATCH/b.log" || true
+# which service each of B's ranks reaches is the kernel's choice among the two listeners of the
+# port, so job A is aborted in some runs, not all (3 of the 5 runs here): exit 1 when it was spared
 grep -q "different incarnation" "$SCRATCH/a.log"

@@ -17,11 +17,17 @@ import pytest
 from harness.matrix.launchers import SLURM, unavailable
 
 SCRIPT = Path(__file__).resolve().parents[2] / "ci" / "coordinator_port.sh"
+TRIES = 6  # job A is aborted in most runs (see ci/coordinator_port.sh): six runs all spared is rare
 
 
 def test_two_jobs_4096_apart_on_one_node_abort_the_first() -> None:
     if why := unavailable(SLURM):
         pytest.skip(why)
-    proc = subprocess.run(["bash", str(SCRIPT)], capture_output=True, text=True, timeout=180)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "rank 0: initialized" in proc.stdout.split("job B", 1)[1], proc.stdout  # B sees nothing wrong
+    runs = []
+    for _ in range(TRIES):  # the kernel picks which of the port's two services a rank reaches
+        proc = subprocess.run(["bash", str(SCRIPT)], capture_output=True, text=True, timeout=180)
+        runs.append(proc)
+        assert "rank 0: initialized" in proc.stdout.split("job B", 1)[-1], proc.stdout + proc.stderr
+        if proc.returncode == 0:
+            break
+    assert runs[-1].returncode == 0, "job A survived every run:\n" + "\n".join(r.stdout for r in runs)
