@@ -26,6 +26,7 @@ time.sleep(float(sys.argv[1]))
 PY
 cleanup() {
   for f in "$SCRATCH"/*.pid; do [ -f "$f" ] && kill "$(cat "$f")" 2>/dev/null || true; done
+  sleep 1; rm -rf "$SCRATCH"
   sed -i "\\|# xharness-cluster $SCRATCH\$|d" /etc/hosts
 }
 trap cleanup EXIT

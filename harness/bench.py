@@ -84,14 +84,12 @@ from typing import Any
 import numpy as np
 
 from harness.errors import UsageError
+from harness.exits import EXIT_NO_BACKEND
 
 DEVICES = 4
 BLOCK = 10  # timed steps per interleaved block
 #: backends ``--backend`` accepts (the platform each selects is the matrix's: ``config.BACKENDS``)
 BENCH_BACKENDS = ("cpu", "gpu", "tpu")
-#: the exit code of a backend that is not on this machine (0-2 as the CLI's, 3 and 4 taken by
-#: the release commands): a CI job can tell "nothing to measure here" from a failed measurement
-EXIT_NO_BACKEND = 5
 
 
 @dataclass(frozen=True)
@@ -126,40 +124,6 @@ class Bench:
     name: str
     help: str
     run: Callable[[argparse.Namespace], int]
-
-
-def add_parsers(subparsers: Any) -> None:
-    parser = subparsers.add_parser(
-        "bench",
-        help="measurements against a peer: step time vs. jax.jit, schedule control vs. stress",
-        description=__doc__.split("\n\n")[0] if __doc__ else None,
-    )
-    parser.add_argument(
-        "case",
-        nargs="?",
-        default="step",
-        choices=list(BENCHES),
-        help="; ".join(f"{b.name}: {b.help}" for b in BENCHES.values()) + " (default step)",
-    )
-    parser.add_argument("--steps", type=int, default=100, help="step: timed steps per side (default 100)")
-    parser.add_argument("--warmup", type=int, default=10, help="step: untimed steps per side first (default 10)")
-    parser.add_argument("--only", choices=sorted(CASES), help="step: run one model")
-    parser.add_argument(
-        "--backend", choices=BENCH_BACKENDS, default="cpu",
-        help="step: the devices to measure on: 4 CPU devices (default), or every GPU or TPU device "
-        f"found (exit {EXIT_NO_BACKEND} when there is none)",
-    )
-    parser.add_argument("--seeds", type=int, default=20, help="race: seeds per strategy (default 20)")
-    parser.add_argument("--json", action="store_true", help="print one JSON document")
-    parser.set_defaults(handler=run)
-
-
-def run(args: argparse.Namespace) -> int:
-    case = getattr(args, "case", "step")
-    backend = getattr(args, "backend", "cpu")
-    if case != "step" and backend != "cpu":
-        raise UsageError(f"--backend applies to the step case; {case} runs on CPU devices")
-    return BENCHES[case].run(args)
 
 
 def backend_absent(backend: str) -> str | None:
@@ -430,155 +394,223 @@ def _fit(batch: int, devices: int) -> int:
     return -(-batch // devices) * devices
 
 
-def _measure(
-    name: str, steps: int, warmup: int, backend: str = "cpu", expected: int | None = DEVICES
-) -> dict[str, Any]:
+@dataclass
+class _Workload:
+    """One case's model and data, and the same loss written for each side."""
+
+    model: Any
+    batch: int
+    x_host: np.ndarray
+    y_host: np.ndarray
+    rt_loss: Callable[[Any, Any], Any]
+    jax_forward: Callable[[dict[str, Any], Any], Any]
+    jax_loss_of: Callable[[Any, Any], Any]
+
+    @property
+    def specs(self) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
+        """The batch split over the mesh's ``data`` axis, inputs and labels."""
+        return (("data",) + (None,) * (self.x_host.ndim - 1), ("data",) + (None,) * (self.y_host.ndim - 1))
+
+
+def _workload(name: str, count: int, rng: np.random.Generator) -> _Workload:
     import jax
-    from jax.sharding import NamedSharding, PartitionSpec
 
-    import harness.runtime as xr
     from harness.runtime import models, nn
-
-    found = jax.devices()
-    count = len(found)
-    if expected is not None and count != expected:
-        hint = " (JAX_NUM_CPU_DEVICES)" if backend == "cpu" else ""
-        raise RuntimeError(f"expected {expected} {backend} devices, JAX has {count}{hint}")
-    rng = np.random.default_rng(0)
-    xr.manual_seed(0)
-    mesh = xr.Mesh(list(range(count)), (count,), ("data",))
-    jmesh = mesh.jax_mesh
 
     if name in LINEAR_SIZES:
         batch, fin, fout = LINEAR_SIZES[name]
         batch = _fit(batch, count)
-        model: nn.Module = models.LinearModel(fin, fout)
-        x_host = rng.standard_normal((batch, fin)).astype(np.float32)
-        y_host = rng.standard_normal((batch, fout)).astype(np.float32)
-        rt_loss: Callable[[Any, Any], Any] = nn.mse_loss
-        jax_forward: Callable[[dict[str, Any], Any], Any] = _jax_linear
+        return _Workload(models.LinearModel(fin, fout), batch,
+                         rng.standard_normal((batch, fin)).astype(np.float32),
+                         rng.standard_normal((batch, fout)).astype(np.float32),
+                         nn.mse_loss, _jax_linear, lambda out, y: ((out - y) ** 2).mean())
+    cfg = {"image": 8, "patch": 4, "channels": 3, "dim": 16, "depth": 2, "heads": 2, "classes": 10}
+    batch = _fit(VIT_BATCH, count)
+    return _Workload(models.TinyViT(**cfg), batch,
+                     rng.standard_normal((batch, cfg["channels"], cfg["image"], cfg["image"])).astype(np.float32),
+                     np.eye(cfg["classes"], dtype=np.float32)[rng.integers(0, cfg["classes"], batch)],
+                     nn.cross_entropy, _jax_vit(cfg),
+                     lambda out, y: -(jax.nn.log_softmax(out, axis=-1) * y).sum(-1).mean())
 
-        def jax_loss_of(out: Any, y: Any) -> Any:
-            return ((out - y) ** 2).mean()
-    else:
-        cfg = {"image": 8, "patch": 4, "channels": 3, "dim": 16, "depth": 2, "heads": 2, "classes": 10}
-        model = models.TinyViT(**cfg)
-        batch = _fit(VIT_BATCH, count)
-        x_host = rng.standard_normal((batch, cfg["channels"], cfg["image"], cfg["image"])).astype(np.float32)
-        y_host = np.eye(cfg["classes"], dtype=np.float32)[rng.integers(0, cfg["classes"], batch)]
-        rt_loss = nn.cross_entropy
-        jax_forward = _jax_vit(cfg)
 
-        def jax_loss_of(out: Any, y: Any) -> Any:
-            return -(jax.nn.log_softmax(out, axis=-1) * y).sum(-1).mean()
+class _JaxSide:
+    """The peer: the same step as one ``jax.jit`` program, same initial parameters, same layout."""
 
-    batch_spec = ("data",) + (None,) * (x_host.ndim - 1)
-    label_spec = ("data",) + (None,) * (y_host.ndim - 1)
+    def __init__(self, work: _Workload, mesh: Any) -> None:
+        import jax
+        from jax.sharding import NamedSharding, PartitionSpec
 
-    # ---- the JAX side: same initial parameters, same data layout
-    replicated = NamedSharding(jmesh, PartitionSpec())
-    params = {k: jax.device_put(p.numpy(), replicated) for k, p in model.named_parameters()}
-    param_shardings = {k: replicated for k in params}
-    jx = jax.device_put(x_host, NamedSharding(jmesh, PartitionSpec(*batch_spec)))
-    jy = jax.device_put(y_host, NamedSharding(jmesh, PartitionSpec(*label_spec)))
+        import harness.runtime as xr
 
-    def jax_step(params: dict[str, Any], x: Any, y: Any) -> tuple[dict[str, Any], Any]:
-        # the precision the runtime's programs ask for, so that both sides do the same arithmetic
-        # (left to JAX's default, a GPU's float32 products would be TF32 on this side only)
-        with jax.default_matmul_precision(xr.options.matmul_precision):
-            loss, grads = jax.value_and_grad(lambda p: jax_loss_of(jax_forward(p, x), y))(params)
-        return jax.tree.map(lambda p, g: p - g * LR, params, grads), loss
+        jmesh = mesh.jax_mesh
+        replicated = NamedSharding(jmesh, PartitionSpec())
+        params = {k: jax.device_put(p.numpy(), replicated) for k, p in work.model.named_parameters()}
+        batch_spec, label_spec = work.specs
+        x = jax.device_put(work.x_host, NamedSharding(jmesh, PartitionSpec(*batch_spec)))
+        y = jax.device_put(work.y_host, NamedSharding(jmesh, PartitionSpec(*label_spec)))
 
-    jitted = jax.jit(jax_step, donate_argnums=(0,), out_shardings=(param_shardings, replicated))
-    state = {"params": params, "x": jx, "y": jy}
+        forward, loss_of = work.jax_forward, work.jax_loss_of  # not the workload: it holds the model
 
-    def run_jax() -> Any:
-        new, loss = jitted(state["params"], state["x"], state["y"])
+        def step(params: dict[str, Any], x: Any, y: Any) -> tuple[dict[str, Any], Any]:
+            # the precision the runtime's programs ask for, so that both sides do the same arithmetic
+            # (left to JAX's default, a GPU's float32 products would be TF32 on this side only)
+            with jax.default_matmul_precision(xr.options.matmul_precision):
+                loss, grads = jax.value_and_grad(lambda p: loss_of(forward(p, x), y))(params)
+            return jax.tree.map(lambda p, g: p - g * LR, params, grads), loss
+
+        self.jitted = jax.jit(step, donate_argnums=(0,), out_shardings=({k: replicated for k in params}, replicated))
+        self.state: dict[str, Any] = {"params": params, "x": x, "y": y}
+
+    def run(self) -> Any:
+        import jax
+
+        new, loss = self.jitted(self.state["params"], self.state["x"], self.state["y"])
         jax.block_until_ready((new, loss))
-        state["params"] = new
-        state["loss"] = loss  # held until the next step, as a training loop holds its loss
+        self.state["params"] = new
+        self.state["loss"] = loss  # held until the next step, as a training loop holds its loss
         return loss
 
-    # ---- the runtime side
-    x = xr.tensor(x_host)
-    y = xr.tensor(y_host)
-    xr.mark_sharding(x, mesh, batch_spec)
-    xr.mark_sharding(y, mesh, label_spec)
-    opt = xr.optim.SGD(model.parameters(), lr=LR)
-    rt_state: dict[str, Any] = {"model": model, "opt": opt, "x": x, "y": y}
-    phases: list[tuple[float, float, float]] = []  # per runtime step: record, mark_step, wait
-    clock = time.perf_counter
+    def compiles(self) -> int:
+        return int(self.jitted._cache_size())
 
-    def run_runtime() -> Any:
+
+class _RuntimeSide:
+    """The runtime's training step, timed by phase: recording the ops, ``mark_step``, the wait."""
+
+    def __init__(self, work: _Workload, mesh: Any) -> None:
+        import harness.runtime as xr
+
+        x, y = xr.tensor(work.x_host), xr.tensor(work.y_host)
+        batch_spec, label_spec = work.specs
+        xr.mark_sharding(x, mesh, batch_spec)
+        xr.mark_sharding(y, mesh, label_spec)
+        self.loss_fn = work.rt_loss
+        self.state: dict[str, Any] = {"model": work.model, "opt": xr.optim.SGD(work.model.parameters(), lr=LR),
+                                      "x": x, "y": y}
+        self.phases: list[tuple[float, float, float]] = []  # per step: record, mark_step, wait
+
+    def run(self) -> Any:
+        import harness.runtime as xr
+
+        clock, state = time.perf_counter, self.state
         t0 = clock()
-        loss = rt_loss(rt_state["model"](rt_state["x"]), rt_state["y"])
+        loss = self.loss_fn(state["model"](state["x"]), state["y"])
         loss.backward()
-        rt_state["opt"].step()
-        rt_state["opt"].zero_grad()
+        state["opt"].step()
+        state["opt"].zero_grad()
         t1 = clock()
         xr.mark_step()
         t2 = clock()
         xr.wait_device_ops()
-        phases.append((t1 - t0, t2 - t1, clock() - t2))
-        rt_state["loss"] = loss  # held until the next step, as a training loop holds its loss
+        self.phases.append((t1 - t0, t2 - t1, clock() - t2))
+        state["loss"] = loss  # held until the next step, as a training loop holds its loss
         return loss
 
-    # ---- same first step on both sides (the comparison is only fair if they compute the same)
-    compiles0 = xr.compile_count()
-    first_rt = float(run_runtime().numpy())
-    first_jax = float(np.asarray(run_jax()))
-    for _ in range(warmup - 1):
-        run_runtime()
-        run_jax()
-    compiles_warm = xr.compile_count() - compiles0
-    jax_cache_warm = jitted._cache_size()
 
+def _timed(runtime: _RuntimeSide, peer: _JaxSide, steps: int) -> tuple[list[float], list[float]]:
+    """Seconds per step of each side, in blocks that alternate which side goes first."""
     rt_times: list[float] = []
     jax_times: list[float] = []
     perf = time.perf_counter
     rounds = 0
     while len(rt_times) < steps:
         n = min(BLOCK, steps - len(rt_times))
-        order = (run_runtime, run_jax) if rounds % 2 == 0 else (run_jax, run_runtime)
+        order = (runtime.run, peer.run) if rounds % 2 == 0 else (peer.run, runtime.run)
         for fn in order:
-            sink = rt_times if fn is run_runtime else jax_times
+            sink = rt_times if fn == runtime.run else jax_times
             for _ in range(n):
                 t0 = perf()
                 fn()
                 sink.append(perf() - t0)
         rounds += 1
-    compiles_timed = xr.compile_count() - compiles0 - compiles_warm
+    return rt_times, jax_times
 
-    # ---- memory after the steady state: what each side holds, measured as the live device bytes
-    # that go away when that side is dropped (JAX side first, then the runtime side)
+
+def _memory(runtime: _RuntimeSide, peer: _JaxSide) -> dict[str, Any]:
+    """What each side holds after the steady state, as the live device bytes that go away when
+    that side is dropped (the JAX side first, then the runtime side). Empties both sides."""
+    import harness.runtime as xr
     from harness.runtime.transfers import device_bytes, live_device_bytes
 
+    model, opt = runtime.state["model"], runtime.state["opt"]
     param_opt_bytes = sum(device_bytes(p._storage.node.data.array()) for p in model.parameters())
     param_opt_bytes += sum(device_bytes(b._storage.node.data.array()) for b in getattr(opt, "_buffers", {}).values())
+    del model, opt
     xr.wait_device_ops()
     gc.collect()
     live_all = live_device_bytes()
-    del params, jx, jy
-    state.clear()
+    peer.state.clear()
     gc.collect()
     live_runtime = live_device_bytes()
-    del model, opt, x, y
-    rt_state.clear()
+    runtime.state.clear()
     gc.collect()
     live_neither = live_device_bytes()
-    memory = {
+    return {
         "param_opt_bytes": param_opt_bytes,
         "runtime_bytes": live_runtime - live_neither,
         "jax_bytes": live_all - live_runtime,
         "runtime_over_jax": (live_runtime - live_neither) / max(1, live_all - live_runtime),
     }
 
+
+def _measure(
+    name: str, steps: int, warmup: int, backend: str = "cpu", expected: int | None = DEVICES
+) -> dict[str, Any]:
+    """Both sides of one case: the same first step (the comparison is fair only if they compute
+    the same), warm-up, the timed steps, then what each holds."""
+    import jax
+
+    import harness.runtime as xr
+
+    found = jax.devices()
+    count = len(found)
+    if expected is not None and count != expected:
+        hint = " (JAX_NUM_CPU_DEVICES)" if backend == "cpu" else ""
+        raise RuntimeError(f"expected {expected} {backend} devices, JAX has {count}{hint}")
+    xr.manual_seed(0)
+    mesh = xr.Mesh(list(range(count)), (count,), ("data",))
+    work = _workload(name, count, np.random.default_rng(0))
+    peer = _JaxSide(work, mesh)
+    runtime = _RuntimeSide(work, mesh)
+    batch = work.batch
+    del work  # the sides hold what they use; the memory measure drops them one at a time
+
+    compiles0 = xr.compile_count()
+    first_rt = float(runtime.run().numpy())
+    first_jax = float(np.asarray(peer.run()))
+    for _ in range(warmup - 1):
+        runtime.run()
+        peer.run()
+    compiles_warm = xr.compile_count() - compiles0
+    jax_cache_warm = peer.compiles()
+    rt_times, jax_times = _timed(runtime, peer, steps)
+    compiles_timed = xr.compile_count() - compiles0 - compiles_warm
+    jax_compiles = {"warmup": jax_cache_warm, "timed": peer.compiles() - jax_cache_warm}
+    phases = runtime.phases[warmup:]  # the warm-up steps came first
+    memory = _memory(runtime, peer)
+    return _step_result(name, backend, found, batch, rt_times, jax_times, phases, memory, {
+        "runtime_compiles": {"warmup": compiles_warm, "timed": compiles_timed},
+        "jax_compiles": jax_compiles,
+        "loss_abs_diff": abs(first_rt - first_jax),
+        "first_loss": first_rt,
+        "steps": steps,
+        "warmup": warmup,
+    })
+
+
+def _step_result(name: str, backend: str, found: list[Any], batch: int, rt_times: list[float],
+                 jax_times: list[float], phases: list[tuple[float, float, float]], memory: dict[str, Any],
+                 counts: dict[str, Any]) -> dict[str, Any]:
+    """One case's figures, as ``xharness bench --json`` prints them."""
+    import jax
+
+    import harness.runtime as xr
+
     rt, jx_stats = _stats(rt_times), _stats(jax_times)
     ratio = rt["median"] / jx_stats["median"]
-    timed_phases = phases[warmup:]  # the warm-up steps came first
     runtime_phases = {
-        name: statistics.median(p[i] for p in timed_phases) * 1e3
-        for i, name in enumerate(("record", "mark_step", "wait"))
+        phase: statistics.median(p[i] for p in phases) * 1e3
+        for i, phase in enumerate(("record", "mark_step", "wait"))
     }
     case = CASES[name]
     return {
@@ -588,7 +620,7 @@ def _measure(
         "backend": backend,
         "platform": found[0].platform,
         "device_kind": found[0].device_kind,
-        "devices": count,
+        "devices": len(found),
         "batch": batch,
         "runtime_ms": rt,
         "jax_ms": jx_stats,
@@ -596,19 +628,19 @@ def _measure(
         "target": case.target_text,
         "meets_target": None if case.target is None else ratio <= case.target,
         "param_aliasing": xr.options.param_aliasing,
-        "runtime_compiles": {"warmup": compiles_warm, "timed": compiles_timed},
+        "runtime_compiles": counts["runtime_compiles"],
         # the step's medians by phase: recording the ops, ``mark_step`` (walk, plan, launch) and
         # the wait for the execution, which is jax.jit's step plus the executor thread's hand-off
         "runtime_phases_ms": runtime_phases,
         "wait_over_jax": runtime_phases["wait"] / jx_stats["median"],
         "memory": memory,
-        "jax_compiles": {"warmup": jax_cache_warm, "timed": jitted._cache_size() - jax_cache_warm},
-        "loss_abs_diff": abs(first_rt - first_jax),
-        "first_loss": first_rt,
+        "jax_compiles": counts["jax_compiles"],
+        "loss_abs_diff": counts["loss_abs_diff"],
+        "first_loss": counts["first_loss"],
         "faults": sorted(xr.faults.enabled()),
         "jax_version": jax.__version__,
-        "steps": steps,
-        "warmup": warmup,
+        "steps": counts["steps"],
+        "warmup": counts["warmup"],
     }
 
 

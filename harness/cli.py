@@ -13,8 +13,19 @@ import os
 import sys
 from types import ModuleType
 
-from harness import bench, settings
-from harness.commands import bisect, catalog, config, eager, init, matrix, releases, report, teeth
+from harness import settings
+from harness.commands import (
+    bench,
+    bisect,
+    catalog,
+    config,
+    eager,
+    init,
+    matrix,
+    releases,
+    report,
+    teeth,
+)
 from harness.errors import UsageError
 from harness.exits import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
 
