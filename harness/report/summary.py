@@ -19,6 +19,7 @@ from harness.report.heatmap import (
     NAMES,
     SEVERITY,
     WORDS,
+    Grid,
     build_grid,
     excerpt,
     failing_attempt,
@@ -184,55 +185,65 @@ def render_summary(
 
     cut_notes: list[str] = []
     if grid.cols:
-        heat_limit = budget.size + int(limit * _HEATMAP_SHARE)
-        header = (
-            "### Heat map (group x cell)\n\n| group \\ cell | "
-            + " | ".join(code(c) for c in grid.cols)
-            + " |\n|"
-            + "---|" * (len(grid.cols) + 1)
-            + "\n"
-        )
-        totals_row = (
-            "| **cell totals** | "
-            + " | ".join(inline(grid.col_totals[c].breakdown()) for c in grid.cols)
-            + " |\n"
-        )
-        shown = 0
-        room = heat_limit - len(totals_row.encode())
-        if budget.size + len(header.encode()) <= room:
-            budget.add(header)
-            for row in grid.rows:
-                line = (
-                    f"| {inline(row)} | "
-                    + " | ".join(
-                        f"{SQUARES[grid.at(row, c).status]} {inline(grid.at(row, c).label)}"
-                        for c in grid.cols
-                    )
-                    + " |\n"
-                )
-                if budget.size + len(line.encode()) > room or not budget.add(line):
-                    break
-                shown += 1
-            budget.add(totals_row)
-        budget.add("\n")
-        if shown < len(grid.rows):
-            cut_notes.append(f"heat map: {shown} of {len(grid.rows)} groups shown")
+        cut_notes += _heat_map(budget, grid, budget.size + int(limit * _HEATMAP_SHARE))
 
     releases = _releases_section(records)
     if releases and not budget.add(releases):
         cut_notes.append("runtime releases table left out")
+    cut_notes += _failures(budget, problems(records))
+    return _finish(budget, cut_notes, limit)
 
-    listed = problems(records)
-    if listed:
-        budget.add(f"### Failures and flaky tests ({len(listed)})\n\n")
-        shown = 0
-        for record in listed:
-            if not budget.add(_problem_block(record)):
+
+def _heat_map(budget: _Budget, grid: Grid, heat_limit: int) -> list[str]:
+    """The group x cell table, as many groups as its share of the summary holds; what was cut."""
+    header = (
+        "### Heat map (group x cell)\n\n| group \\ cell | "
+        + " | ".join(code(c) for c in grid.cols)
+        + " |\n|"
+        + "---|" * (len(grid.cols) + 1)
+        + "\n"
+    )
+    totals_row = (
+        "| **cell totals** | "
+        + " | ".join(inline(grid.col_totals[c].breakdown()) for c in grid.cols)
+        + " |\n"
+    )
+    shown = 0
+    room = heat_limit - len(totals_row.encode())
+    if budget.size + len(header.encode()) <= room:
+        budget.add(header)
+        for row in grid.rows:
+            line = (
+                f"| {inline(row)} | "
+                + " | ".join(
+                    f"{SQUARES[grid.at(row, c).status]} {inline(grid.at(row, c).label)}"
+                    for c in grid.cols
+                )
+                + " |\n"
+            )
+            if budget.size + len(line.encode()) > room or not budget.add(line):
                 break
             shown += 1
-        if shown < len(listed):
-            cut_notes.append(f"failures: {shown} of {len(listed)} shown")
+        budget.add(totals_row)
+    budget.add("\n")
+    return [f"heat map: {shown} of {len(grid.rows)} groups shown"] if shown < len(grid.rows) else []
 
+
+def _failures(budget: _Budget, listed: Sequence[TestRecord]) -> list[str]:
+    """Every failing and flaky test, as many as the summary holds; what was cut."""
+    if not listed:
+        return []
+    budget.add(f"### Failures and flaky tests ({len(listed)})\n\n")
+    shown = 0
+    for record in listed:
+        if not budget.add(_problem_block(record)):
+            break
+        shown += 1
+    return [f"failures: {shown} of {len(listed)} shown"] if shown < len(listed) else []
+
+
+def _finish(budget: _Budget, cut_notes: list[str], limit: int) -> str:
+    """The summary's text with a note of what was cut, never over ``limit`` bytes."""
     text = "".join(budget.parts)
     if cut_notes:
         text += (
