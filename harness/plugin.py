@@ -31,6 +31,7 @@ from typing import Any, TextIO
 import pytest
 
 from harness import hooks, settings
+from harness.report import properties as prop
 
 DEFAULT_CPU_DEVICES = 8
 _XLA_COUNT_RE = re.compile(r"(^|\s)--xla_force_host_platform_device_count(=|\s|$)")
@@ -333,9 +334,9 @@ def falsified_properties(exc: BaseException) -> list[tuple[str, str]]:
     chosen = settings.default
     seed = "derandomized" if chosen.derandomize else "random (see the blob)"
     return [
-        ("hypothesis-example", "\n\n".join(examples)),
-        ("hypothesis-blob", "; ".join(blobs)),
-        ("hypothesis-seed", seed),
+        (prop.HYPOTHESIS_EXAMPLE, "\n\n".join(examples)),
+        (prop.HYPOTHESIS_BLOB, "; ".join(blobs)),
+        (prop.HYPOTHESIS_SEED, seed),
     ]
 
 

@@ -50,6 +50,7 @@ from harness.matrix.supervisor import (
     split_pytest_args,
 )
 from harness.releases import interpreters
+from harness.report import properties as prop
 from harness.report.records import ERROR, FAILED, FLAKY, SKIPPED, Attempt, TestRecord
 
 CELL_ID = "xharness::cell"  # the record of a cell this machine cannot run
@@ -557,8 +558,8 @@ def _supervisor_error_record(cell: Cell, exc: BaseException) -> TestRecord:
 def _skipped_cell_record(cell: Cell, reason: str) -> TestRecord:
     record = TestRecord(nodeid=CELL_ID, cell=cell.name)
     record.attempts.append(Attempt(SKIPPED, message=f"cell {cell.name} not runnable here: {reason}"))
-    record.properties = {"cell": cell.name, "backend": cell.backend, "devices": str(cell.total_devices),
-                         "processes": str(cell.processes), "slices": str(cell.slices)}
+    record.properties = {prop.CELL: cell.name, prop.BACKEND: cell.backend, prop.DEVICES: str(cell.total_devices),
+                         prop.PROCESSES: str(cell.processes), prop.SLICES: str(cell.slices)}
     return record
 
 
@@ -600,7 +601,7 @@ def _print_summary(results: list[CellResult], wall: float, out: Path) -> int:
             if kind in (FAILED, ERROR):
                 failed = True
                 print(f"  {kind.upper()}: {record.nodeid}: {record.final.message.splitlines()[0] if record.final.message else ''}")
-                print(f"    repro: {record.properties.get('repro', '')}")
+                print(f"    repro: {record.properties.get(prop.REPRO, '')}")
             elif kind == FLAKY:
                 flaky.append(f"{result.cell.name}: {record.nodeid}")
     for item in flaky:

@@ -29,6 +29,7 @@ from harness.releases.cells import (
     release_checks,
 )
 from harness.releases.release_spec import ReleaseSpec
+from harness.report import properties as prop
 from harness.report.properties import CHECK_CATALOG
 from harness.scenarios.expected import (
     ExpectedTableError,
@@ -172,7 +173,7 @@ def check_summary(check: ReleaseCheck, records: list[Any], wall: float, junit: P
             message = record.final.message if record.attempts else ""
             failing.append({"id": record.nodeid, "outcome": kind,
                             "message": next(iter(message.splitlines()), ""),
-                            "repro": record.properties.get("repro", "")})
+                            prop.REPRO: record.properties.get(prop.REPRO, "")})
     return {"check": check.kind, "cell": check.cell.name, "runtime": check.under_test,
             "junit": str(junit), "counts": {k: counts.get(k, 0) for k in CHECK_COUNTS},
             "failing": failing, "seconds": round(wall, 1)}
@@ -188,14 +189,14 @@ def _rows(records: list[Any]) -> list[dict[str, str]]:
     rows = []
     for record in records:
         props = record.properties
-        verdict = props.get("verdict") or record.classification
+        verdict = props.get(prop.VERDICT) or record.classification
         if record.classification in ("error", "failed") and "verdict" not in props:
             verdict = record.classification
         rows.append({
-            "scenario": props.get("scenario") or record.nodeid,
-            "release": props.get("release", ""),
-            "expected": props.get("expected", "-"),
-            "actual": props.get("actual", record.classification),
+            prop.SCENARIO: props.get(prop.SCENARIO) or record.nodeid,
+            prop.RELEASE: props.get(prop.RELEASE, ""),
+            prop.EXPECTED: props.get(prop.EXPECTED, "-"),
+            prop.ACTUAL: props.get(prop.ACTUAL, record.classification),
             "verdict": verdict,
             "message": next(iter((record.final.message or "").splitlines()), "")
             if record.attempts else "",

@@ -48,6 +48,7 @@ from harness.matrix.multiproc import (
 )
 from harness.matrix.outcomes import attempt_from_reports, merge_ranks, properties_from_reports
 from harness.matrix.progress import CellProgress, Progress
+from harness.report import properties as prop
 from harness.report.records import (
     ERROR,
     FAILED,
@@ -495,22 +496,22 @@ class CellRun:
     def _finalize(self, record: TestRecord) -> TestRecord:
         cell = self.cell
         props = {
-            "cell": cell.name,
-            "backend": cell.backend,
-            "devices": str(cell.total_devices),
-            "devices_per_process": str(cell.devices),
-            "processes": str(cell.processes),
-            "slices": str(cell.slices),
-            "runtime": f"{self.settings.runtime} {cell.runtime_label()}",
-            "jax": self.versions.get("jax", ""),
-            "jaxlib": self.versions.get("jaxlib", ""),
+            prop.CELL: cell.name,
+            prop.BACKEND: cell.backend,
+            prop.DEVICES: str(cell.total_devices),
+            prop.DEVICES_PER_PROCESS: str(cell.devices),
+            prop.PROCESSES: str(cell.processes),
+            prop.SLICES: str(cell.slices),
+            prop.RUNTIME: f"{self.settings.runtime} {cell.runtime_label()}",
+            prop.JAX: self.versions.get(prop.JAX, ""),
+            prop.JAXLIB: self.versions.get(prop.JAXLIB, ""),
         }
         if cell.launcher != LOCAL:
             props.update(self._launcher_properties())
         if self.turn_seed is not None:
-            props["turn-seed"] = str(self.turn_seed)
-            props["turn-order"] = ",".join(map(str, turn_order(self.turn_seed, cell.processes)))
-            props["turns"] = self.turns
+            props[prop.TURN_SEED] = str(self.turn_seed)
+            props[prop.TURN_ORDER] = ",".join(map(str, turn_order(self.turn_seed, cell.processes)))
+            props[prop.TURNS] = self.turns
         user = dict(record.properties)
         record.properties = {**props, **{k: v for k, v in user.items() if k not in props}}
         if "repro" not in record.properties:
@@ -521,7 +522,7 @@ class CellRun:
             quoted = " ".join(shlex.quote(t) for t in targets)
             # a seed that is not the default is part of what replays the run
             env = f"{TURN_SEED_ENV}={self.turn_seed} " if self.turn_seed else ""
-            record.properties["repro"] = f"{env}{self.settings.repro_prefix} --cells {cell.name} -- {quoted}"
+            record.properties[prop.REPRO] = f"{env}{self.settings.repro_prefix} --cells {cell.name} -- {quoted}"
         return record
 
 
@@ -529,11 +530,11 @@ class CellRun:
         """Who ran the cell's last launch: the launcher, each rank's host, the job and step."""
         seen = self.ranks_seen
         return {
-            "launcher": self.cell.launcher,
-            "rank-hosts": " ".join(f"{s.get('rank', i)}:{s.get('host', '?')}" for i, s in enumerate(seen))
+            prop.LAUNCHER: self.cell.launcher,
+            prop.RANK_HOSTS: " ".join(f"{s.get('rank', i)}:{s.get('host', '?')}" for i, s in enumerate(seen))
                           or "no rank started",
-            "job": next((str(s["job"]) for s in seen if s.get("job")), ""),
-            "step": next((str(s["step"]) for s in seen if s.get("step") not in (None, "")), ""),
+            prop.JOB: next((str(s["job"]) for s in seen if s.get("job")), ""),
+            prop.STEP: next((str(s["step"]) for s in seen if s.get("step") not in (None, "")), ""),
         }
 
 

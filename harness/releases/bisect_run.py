@@ -56,6 +56,7 @@ from harness.releases import envs, release_spec
 from harness.releases.bisect import NOT_INSTALLED, BisectResult, EnvKeeper, Outcome, Trial
 from harness.releases.catalog import repro_line, say
 from harness.releases.release_spec import ReleaseSpec, distribution
+from harness.report import properties as prop
 from harness.report.properties import (
     BISECT,
     BISECT_ORDER,
@@ -464,11 +465,11 @@ def records(report: BisectReport, runs: dict[str, Any]) -> list[Any]:
                             file=RECORD_FILE)
         if run is not None:
             props = run.properties()
-            props["release"] = props["release"] or trial.release
+            props[prop.RELEASE] = props[prop.RELEASE] or trial.release
         else:
-            props = {"runtime": runtime, "release": trial.release, "scenario": scenario,
-                     "expected": "-", "actual": trial.outcome, "verdict": NOT_INSTALLED,
-                     "reason": trial.note}
+            props = {prop.RUNTIME: runtime, prop.RELEASE: trial.release, prop.SCENARIO: scenario,
+                     prop.EXPECTED: "-", prop.ACTUAL: trial.outcome, prop.VERDICT: NOT_INSTALLED,
+                     prop.REASON: trial.note}
         props.update({RELEASE_RUNTIME: runtime, RELEASE_CHECK: CHECK_BISECT, BISECT: cell,
                       BISECT_ORDER: str(trial.order), BISECT_RELEASE: trial.release,
                       BISECT_ROLE: trial.role, REPRO: trial.replay})
@@ -487,11 +488,11 @@ def records(report: BisectReport, runs: dict[str, Any]) -> list[Any]:
     summary.attempts.append(Attempt(outcome, report.wall,
                                     "" if outcome == PASSED else report.answer))
     summary.properties = {
-        "runtime": runtime, "scenario": scenario, "bisect": cell, "bisect-result": report.result,
-        "bisect-direction": report.direction, "bisect-answer": report.answer,
-        "bisect-first": report.first or "", "bisect-last-good": report.last_good or "",
-        "bisect-suspects": ";".join(report.suspects), "bisect-tried": tried,
-        "bisect-range": ";".join(report.range), "repro": report.replay,
+        prop.RUNTIME: runtime, prop.SCENARIO: scenario, prop.BISECT: cell, prop.BISECT_RESULT: report.result,
+        prop.BISECT_DIRECTION: report.direction, prop.BISECT_ANSWER: report.answer,
+        prop.BISECT_FIRST: report.first or "", prop.BISECT_LAST_GOOD: report.last_good or "",
+        prop.BISECT_SUSPECTS: ";".join(report.suspects), prop.BISECT_TRIED: tried,
+        prop.BISECT_RANGE: ";".join(report.range), prop.REPRO: report.replay,
     }
     out.append(summary)
     return out

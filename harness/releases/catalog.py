@@ -27,6 +27,7 @@ from harness.exits import EXIT_INSTALL, EXIT_UNAVAILABLE
 from harness.matrix.config import RELEASED_RUNTIMES
 from harness.releases import envs, interpreters, release_spec
 from harness.releases.release_spec import ReleaseSpec
+from harness.report import properties as prop
 from harness.scenarios import upstream_torch_xla as upstream
 from harness.scenarios.expected import (
     FAILED,
@@ -70,18 +71,18 @@ class ScenarioRun:
     def properties(self) -> dict[str, str]:
         """What the JUnit record carries (and the dashboard's release table reads)."""
         return {
-            "runtime": self.runtime,
-            "release": self.release,
-            "scenario": self.scenario,
-            "expected": self.verdict.expected or "(no row)",
-            "actual": self.outcome,
-            "verdict": self.verdict.verdict,
-            "reason": self.verdict.reason,
-            "variants": "; ".join(
+            prop.RUNTIME: self.runtime,
+            prop.RELEASE: self.release,
+            prop.SCENARIO: self.scenario,
+            prop.EXPECTED: self.verdict.expected or "(no row)",
+            prop.ACTUAL: self.outcome,
+            prop.VERDICT: self.verdict.verdict,
+            prop.REASON: self.verdict.reason,
+            prop.VARIANTS: "; ".join(
                 f"{v.variant}: {v.outcome}" + (f" ({v.signature})" if v.signature else "")
                 for v in self.variants
             ),
-            "repro": repro_line(self.scenario, self.runtime, self.release),
+            prop.REPRO: repro_line(self.scenario, self.runtime, self.release),
         }
 
     def message(self) -> str:

@@ -14,6 +14,7 @@ from typing import Any
 from harness.matrix.config import RELEASED_RUNTIMES, Cell
 from harness.matrix.supervisor import CellRun
 from harness.releases import envs
+from harness.report import properties as prop
 from harness.report.properties import (
     CHECK_CATALOG,
     CHECK_INVARIANTS,
@@ -71,7 +72,7 @@ class ReleaseCellRun(CellRun):
 
     def _finalize(self, record: Any) -> Any:
         if self.check is not None and "repro" not in record.properties:
-            record.properties["repro"] = self._repro(record)
+            record.properties[prop.REPRO] = self._repro(record)
         record = super()._finalize(record)
         extra = {RELEASE: self.cell.release, RELEASE_RUNTIME: self.released,
                  RELEASE_CHECK: self.check}
@@ -195,9 +196,9 @@ def install_error_record(cell: Cell, error: envs.ReleaseInstallError) -> Any:
         details=error.output[-20_000:],
     ))
     record.properties = {
-        "cell": cell.name, "runtime": error.runtime, "release": error.release,
-        "verdict": "not-installed",
-        "repro": f"xharness releases {error.runtime} {error.release}",
+        prop.CELL: cell.name, prop.RUNTIME: error.runtime, prop.RELEASE: error.release,
+        prop.VERDICT: "not-installed",
+        prop.REPRO: f"xharness releases {error.runtime} {error.release}",
     }
     return record
 

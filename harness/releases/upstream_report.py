@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from harness.report import properties as prop
 from harness.scenarios.reproducer import Reproducer
 
 #: the environment a trigger runs with beyond its own (what ``child_environment`` sets)
@@ -276,9 +277,9 @@ def bisect_answer(junit_dir: Path, runtime: str, scenario: str) -> str:
         return ""
     for case in root.iter("testcase"):
         props = {p.get("name"): p.get("value") or "" for p in case.iter("property")}
-        if props.get("bisect-answer"):
-            tried = props.get("bisect-tried", "").replace(";", ", ").replace("=", ": ")
-            searched = props.get("bisect-range", "").replace(";", ", ")
-            return (f"`xharness bisect {scenario} --runtime {runtime}`: {props['bisect-answer']} "
+        if props.get(prop.BISECT_ANSWER):
+            tried = props.get(prop.BISECT_TRIED, "").replace(";", ", ").replace("=", ": ")
+            searched = props.get(prop.BISECT_RANGE, "").replace(";", ", ")
+            return (f"`xharness bisect {scenario} --runtime {runtime}`: {props[prop.BISECT_ANSWER]} "
                     f"(releases searched: {searched}; tried: {tried})")
     return ""

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from html import escape
 
+from harness.report import properties as prop
 from harness.report.heatmap import (
     EMPTY,
     SEVERITY,
@@ -196,7 +197,7 @@ def _problem(record: TestRecord, anchor: str) -> str:
     ]
     if kind:
         meta.append(f"kind <b>{escape(kind)}</b>")
-    if seed := record.properties.get("seed"):
+    if seed := record.properties.get(prop.SEED):
         meta.append(f"seed <code>{escape(seed)}</code>")
     location = record.file + (f":{record.line}" if record.line is not None else "")
     parts = [
@@ -220,8 +221,8 @@ def _problem(record: TestRecord, anchor: str) -> str:
         earlier = [a for a in record.attempts[:-1] if a.outcome in (FAILED, ERROR)]
         items = "".join(f"<li>{escape(message_of(a))}</li>" for a in earlier)
         parts.append(f"<p>Failed {len(earlier)} time(s) before passing:</p><ul>{items}</ul>")
-    if example := record.properties.get("hypothesis-example"):
-        blob = record.properties.get("hypothesis-blob", "")
+    if example := record.properties.get(prop.HYPOTHESIS_EXAMPLE):
+        blob = record.properties.get(prop.HYPOTHESIS_BLOB, "")
         parts.append(
             '<p>Shrunk counterexample (hypothesis):</p><pre class="example">'
             f"{escape(excerpt(example))}</pre>"
@@ -253,18 +254,18 @@ def release_of(record: TestRecord) -> str:
     The ``runtime`` property names the runtime under test, which for a release's suites is the
     reference runtime riding on it, so ``release-runtime`` comes first."""
     props = record.properties
-    runtime = props.get(RELEASE_RUNTIME) or props.get("runtime", "").split(" ")[0]
-    return f"{runtime} {props.get('release', '')}".strip()
+    runtime = props.get(RELEASE_RUNTIME) or props.get(prop.RUNTIME, "").split(" ")[0]
+    return f"{runtime} {props.get(prop.RELEASE, '')}".strip()
 
 
 def release_check_of(record: TestRecord) -> str:
     """Which check of a release the record belongs to: ``catalog``, ``suites``, ``invariants``;
     a judged record of a run that did not say is the catalog's, anything else none's ("")."""
     props = record.properties
-    if not props.get("release"):
+    if not props.get(prop.RELEASE):
         return ""
     check = props.get(RELEASE_CHECK, "")
-    if not check and props.get("verdict"):
+    if not check and props.get(prop.VERDICT):
         return CHECK_CATALOG
     return check
 
@@ -338,7 +339,7 @@ def _release_checks(records: Sequence[TestRecord], anchors: dict[tuple[str, str]
 def _releases(records: Sequence[TestRecord]) -> str:
     """Release x scenario, expected and actual outcome and the verdict, for the records of runs
     against real runtime releases (they carry ``release`` and ``verdict`` properties)."""
-    judged = [r for r in records if r.properties.get("verdict") and release_check_of(r) in SCENARIO_CHECKS]
+    judged = [r for r in records if r.properties.get(prop.VERDICT) and release_check_of(r) in SCENARIO_CHECKS]
     if not judged:
         return ""
     columns: dict[str, None] = {}
@@ -346,7 +347,7 @@ def _releases(records: Sequence[TestRecord]) -> str:
     cells: dict[tuple[str, str], TestRecord] = {}
     for record in judged:
         column = release_of(record)
-        row = record.properties.get("scenario") or record.name
+        row = record.properties.get(prop.SCENARIO) or record.name
         columns.setdefault(column)
         rows.setdefault(row)
         held = cells.get((row, column))
@@ -363,14 +364,14 @@ def _releases(records: Sequence[TestRecord]) -> str:
                 tds.append(f'<td class="hm" style="{_style(EMPTY)}">-</td>')
                 continue
             props = record.properties
-            verdict = shown_verdict(props["verdict"], props.get("actual"))
+            verdict = shown_verdict(props[prop.VERDICT], props.get(prop.ACTUAL))
             color = VERDICT_COLORS.get(verdict, COLORS[ERROR])
             text = "#000" if verdict == "unexpectedly-fixed" else "#fff"
-            reason = props.get("reason") or (message_of(record.final) if record.attempts else verdict)
+            reason = props.get(prop.REASON) or (message_of(record.final) if record.attempts else verdict)
             title = escape(f"{row} on {column}: {reason}", quote=True)
             tds.append(
                 f'<td class="hm release" style="background:{color};color:{text}" title="{title}">'
-                f"{escape(props.get('expected', '-'))} &rarr; {escape(props.get('actual', '-'))}"
+                f"{escape(props.get(prop.EXPECTED, '-'))} &rarr; {escape(props.get(prop.ACTUAL, '-'))}"
                 f"<br><b>{escape(verdict.replace('-', ' ') if verdict == KNOWN_BUG else verdict)}</b>"
                 f"{_bisect_mark(record)}</td>"
             )
@@ -395,8 +396,8 @@ def bisect_answers(records: Sequence[TestRecord]) -> dict[str, list[TestRecord]]
     """The answer records of ``xharness bisect`` runs (they carry ``bisect-result``), by scenario."""
     found: dict[str, list[TestRecord]] = {}
     for record in records:
-        if record.properties.get("bisect-result"):
-            found.setdefault(record.properties.get("scenario") or record.name, []).append(record)
+        if record.properties.get(prop.BISECT_RESULT):
+            found.setdefault(record.properties.get(prop.SCENARIO) or record.name, []).append(record)
     return found
 
 
@@ -418,13 +419,13 @@ def _bisect_cell(answers: Sequence[TestRecord]) -> str:
     parts = []
     for record in answers:
         props = record.properties
-        tried = [item.partition("=") for item in props.get("bisect-tried", "").split(";") if item]
+        tried = [item.partition("=") for item in props.get(prop.BISECT_TRIED, "").split(";") if item]
         steps = "".join(f"<li>{escape(release)}: {escape(outcome)}</li>" for release, _, outcome in tried)
         parts.append(
-            f"<b>{escape(props.get('bisect-answer', ''))}</b>"
-            f"<ol>{steps}</ol><code>{escape(props.get('repro', ''))}</code>"
+            f"<b>{escape(props.get(prop.BISECT_ANSWER, ''))}</b>"
+            f"<ol>{steps}</ol><code>{escape(props.get(prop.REPRO, ''))}</code>"
         )
-    status = PASSED if all(r.properties.get("bisect-result") == "changed" for r in answers) else FAILED
+    status = PASSED if all(r.properties.get(prop.BISECT_RESULT) == "changed" for r in answers) else FAILED
     return f'<td class="bisect" style="border-left:4px solid {COLORS[status]}">{"<hr>".join(parts)}</td>'
 
 

@@ -13,6 +13,7 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from harness.report import properties as prop
 from harness.report.junit import attempt_message
 from harness.report.records import (
     ERROR,
@@ -81,7 +82,7 @@ NAMES = {XFAILED: "known bugs"}
 
 def group_of(record: TestRecord) -> str:
     """The heat-map row of a record: its scenario, else its test module."""
-    scenario = record.properties.get("scenario", "").strip()
+    scenario = record.properties.get(prop.SCENARIO, "").strip()
     if scenario:
         return scenario
     return record.nodeid.partition("::")[0].removesuffix(".py").replace("/", ".")
@@ -143,7 +144,7 @@ def excerpt(text: str, lines: int = 40) -> str:
 
 def repro_of(record: TestRecord) -> str:
     """The one-line command that replays a record: the runner's ``repro`` property, else pytest."""
-    repro = record.properties.get("repro", "").strip()
+    repro = record.properties.get(prop.REPRO, "").strip()
     if repro:
         return repro
     return f"python -m pytest {shlex.quote(record.nodeid)}"

@@ -34,6 +34,7 @@ from xml.etree.ElementTree import ParseError
 from junitparser import Attr, Error, Failure, JUnitXmlError, Skipped, xunit2
 
 from harness.report.files import write_atomic
+from harness.report.properties import PROP_ATTEMPTS, PROP_DURATIONS, PROP_NODEID
 from harness.report.records import (
     ERROR,
     FAILED,
@@ -55,10 +56,6 @@ from harness.report.records import (
 CRASH_KINDS = frozenset({KIND_SIGNAL, KIND_EXIT, KIND_TIMEOUT, KIND_MEMORY, KIND_RANK})
 _KINDS = CRASH_KINDS | {KIND_EXCEPTION}
 
-#: test-case properties the writer adds itself (never copied back into ``record.properties``)
-PROP_ATTEMPTS, PROP_DURATIONS = "attempts", "durations"
-#: written only when classname, name and file cannot give the node id back (harness-level records)
-PROP_NODEID = "nodeid"
 
 #: caps that keep one runaway test from producing a report no reader can open
 MAX_MESSAGE_CHARS = 8 * 1024

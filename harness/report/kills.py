@@ -15,17 +15,16 @@ from collections.abc import Mapping, Sequence
 from html import escape
 from typing import Any
 
+from harness.report.properties import (
+    PROP_CATEGORY,
+    PROP_COUSIN,
+    PROP_KILLER,
+    PROP_MUTANT,
+    PROP_RESULT,
+)
 from harness.report.records import ERROR, FAILED, PASSED, Attempt, TestRecord
 
 MUTANT_CELL = "mutants"
-#: test-case properties of a mutant's record
-PROP_MUTANT, PROP_CATEGORY, PROP_COUSIN, PROP_RESULT, PROP_KILLER = (
-    "mutant",
-    "category",
-    "cousin",
-    "mutant_result",
-    "killer",
-)
 KILLED, SURVIVED = "killed", "survived"
 _MUTANTS_FILE = "suites/properties/mutants"
 

@@ -29,3 +29,43 @@ VERDICT = "verdict"
 BISECT, BISECT_ORDER, BISECT_RELEASE, BISECT_ROLE = "bisect", "bisect-order", "bisect-release", "bisect-role"
 #: the one command that replays a record
 REPRO = "repro"
+
+# -- what the supervisor writes into every record of a cell (harness.matrix.supervisor)
+#: the cell and its shape: name, backend, devices in all and per process, processes, slices
+CELL, BACKEND, DEVICES, DEVICES_PER_PROCESS, PROCESSES, SLICES = (
+    "cell", "backend", "devices", "devices_per_process", "processes", "slices")
+#: the runtime under test with its options, and the JAX it ran on
+RUNTIME, JAX, JAXLIB = "runtime", "jax", "jaxlib"
+#: a multi-process launch's turn order: its seed, the order drawn and the order the ranks took
+TURN_SEED, TURN_ORDER, TURNS = "turn-seed", "turn-order", "turns"
+#: a launcher cell's launch: the launcher, each rank's host (``0:xh-node1 1:xh-node2``), job, step
+LAUNCHER, RANK_HOSTS, JOB, STEP = "launcher", "rank-hosts", "job", "step"
+
+# -- what a scenario or a property test records (the catalog's suites, the plugin)
+#: the scenario, its mode (fixed or injected) and the seed it ran with
+SCENARIO, MODE, SEED = "scenario", "mode", "seed"
+#: hypothesis' shrunk example, the blob that replays it, and how its seed was chosen
+HYPOTHESIS_EXAMPLE, HYPOTHESIS_BLOB, HYPOTHESIS_SEED = "hypothesis-example", "hypothesis-blob", "hypothesis-seed"
+#: a release's judgement: what the expected-outcomes table says, what happened, and why
+EXPECTED, ACTUAL, REASON = "expected", "actual", "reason"
+#: what each variant of a scenario saw on a release
+VARIANTS = "variants"
+#: the answer of a bisect: its result, direction, answer, first changed and last good releases,
+#: suspects, the releases it tried and the range it searched
+BISECT_RESULT, BISECT_DIRECTION, BISECT_ANSWER = "bisect-result", "bisect-direction", "bisect-answer"
+BISECT_FIRST, BISECT_LAST_GOOD, BISECT_SUSPECTS = "bisect-first", "bisect-last-good", "bisect-suspects"
+BISECT_TRIED, BISECT_RANGE = "bisect-tried", "bisect-range"
+
+# -- what the JUnit writer adds itself (harness.report.junit; never copied back into a record)
+PROP_ATTEMPTS, PROP_DURATIONS = "attempts", "durations"
+#: written only when classname, name and file cannot give the node id back (harness-level records)
+PROP_NODEID = "nodeid"
+
+# -- a mutant's record (harness.report.kills) and a teeth pair's (harness.teeth.output)
+PROP_MUTANT, PROP_CATEGORY, PROP_COUSIN, PROP_RESULT, PROP_KILLER = (
+    "mutant", "category", "cousin", "mutant_result", "killer")
+CHECK, FAULT, KIND, DECLARED, STATUS = "check", "fault", "kind", "declared", "status"
+#: a teeth pair's details: the shrunk example's size and bound, the example and its blob, the
+#: error or note, and where the check is declared
+SIZE, MAX_SIZE, EXAMPLE, BLOB, ERROR, NOTE, ORIGIN = (
+    "size", "max_size", "example", "blob", "error", "note", "origin")

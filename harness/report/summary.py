@@ -14,6 +14,7 @@ from collections import Counter
 from collections.abc import Sequence
 from html import escape
 
+from harness.report import properties as prop
 from harness.report.heatmap import (
     EMPTY,
     NAMES,
@@ -100,7 +101,7 @@ def _problem_block(record: TestRecord) -> str:
     meta = [f"{len(record.attempts)} attempt(s)", f"{record.duration:.2f} s"]
     if attempt is not None and attempt.kind:
         meta.append(f"kind {code(attempt.kind)}")
-    if seed := record.properties.get("seed"):
+    if seed := record.properties.get(prop.SEED):
         meta.append(f"seed {code(seed)}")
     body = [head, " · ".join(meta) + "\n\n"]
     if attempt is not None:
@@ -133,8 +134,8 @@ def _releases_section(records: Sequence[TestRecord]) -> str:
         if not check:
             continue
         key = record.classification
-        if check == CHECK_CATALOG and record.properties.get("verdict"):
-            key = shown_verdict(record.properties["verdict"], record.properties.get("actual"))
+        if check == CHECK_CATALOG and record.properties.get(prop.VERDICT):
+            key = shown_verdict(record.properties[prop.VERDICT], record.properties.get(prop.ACTUAL))
         table.setdefault(release_of(record), {}).setdefault(check, Counter())[key] += 1
     if not table:
         return ""

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.properties.base import Invariant
+from harness.report import properties as prop
 from harness.report import records as rec
 from harness.report.junit import write_cell_xml
 from harness.teeth.checks import INVARIANT, Check
@@ -208,24 +209,24 @@ def _attempt(r: PairResult) -> rec.Attempt:
 def to_record(run: TeethRun, check: Check, r: PairResult) -> rec.TestRecord:
     file, line = check.location()
     properties = {
-        "check": r.check,
-        "fault": r.fault,
-        "kind": r.kind,
-        "declared": "true" if r.declared else "false",
-        "status": r.status,
-        "devices": str(run.devices),
+        prop.CHECK: r.check,
+        prop.FAULT: r.fault,
+        prop.KIND: r.kind,
+        prop.DECLARED: "true" if r.declared else "false",
+        prop.STATUS: r.status,
+        prop.DEVICES: str(run.devices),
     }
     optional = {
-        "size": "" if r.size is None else str(r.size),
-        "max_size": "" if r.size is None or not r.max_size else str(r.max_size),
-        "example": r.example,
-        "blob": r.blob,
-        "error": r.error,
-        "note": r.note,
-        "origin": check.origin,
+        prop.SIZE: "" if r.size is None else str(r.size),
+        prop.MAX_SIZE: "" if r.size is None or not r.max_size else str(r.max_size),
+        prop.EXAMPLE: r.example,
+        prop.BLOB: r.blob,
+        prop.ERROR: r.error,
+        prop.NOTE: r.note,
+        prop.ORIGIN: check.origin,
     }
     properties.update({k: v for k, v in optional.items() if v})
-    properties["repro"] = run.repro(r)
+    properties[prop.REPRO] = run.repro(r)
     return rec.TestRecord(
         nodeid=f"{CELL}/{r.check}::{r.fault}",
         cell=CELL,
