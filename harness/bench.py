@@ -83,13 +83,14 @@ from typing import Any
 
 import numpy as np
 
+from harness.backends import Backend
 from harness.errors import UsageError
 from harness.exits import EXIT_NO_BACKEND
 
 DEVICES = 4
 BLOCK = 10  # timed steps per interleaved block
 #: backends ``--backend`` accepts (the platform each selects is the matrix's: ``config.BACKENDS``)
-BENCH_BACKENDS = ("cpu", "gpu", "tpu")
+BENCH_BACKENDS: tuple[str, ...] = tuple(Backend)
 
 
 @dataclass(frozen=True)
@@ -129,7 +130,7 @@ class Bench:
 def backend_absent(backend: str) -> str | None:
     """Why ``backend`` cannot be measured here (the matrix probe's reason: no plugin, no device),
     or None. Asked without starting JAX, so the answer costs no backend start-up."""
-    if backend == "cpu":
+    if backend == Backend.CPU:
         return None
     from harness.matrix.config import Cell
     from harness.matrix.probe import probe
@@ -146,12 +147,12 @@ def _no_backend(backend: str, reason: str) -> int:
 def run_step(args: argparse.Namespace) -> int:
     if args.steps < 1 or args.warmup < 1:
         raise UsageError("--steps and --warmup must be at least 1")
-    backend = getattr(args, "backend", "cpu")
+    backend = getattr(args, "backend", Backend.CPU)
     absent = backend_absent(backend)
     if absent is not None:
         return _no_backend(backend, absent)
     names = [args.only] if args.only else list(CASES)
-    devices = DEVICES if backend == "cpu" else None
+    devices = DEVICES if backend == Backend.CPU else None
     results = []
     for name in names:
         result = _run_child(name, args.steps, args.warmup, backend, devices)
@@ -260,7 +261,7 @@ def _child_env(devices: int = DEVICES) -> dict[str, str]:
 def _step_env(backend: str, devices: int | None) -> dict[str, str]:
     """The step child's environment: CPU devices made to the count, or the accelerator's platform
     selected with the devices the environment already shows (all of them, unless it narrows them)."""
-    if backend == "cpu":
+    if backend == Backend.CPU:
         return _child_env(devices or DEVICES)
     from harness.matrix.config import BACKENDS
 
@@ -270,7 +271,7 @@ def _step_env(backend: str, devices: int | None) -> dict[str, str]:
 
 
 def _run_child(
-    name: str, steps: int, warmup: int, backend: str = "cpu", devices: int | None = DEVICES
+    name: str, steps: int, warmup: int, backend: str = Backend.CPU, devices: int | None = DEVICES
 ) -> dict[str, Any]:
     """One case in a fresh child on ``backend``; ``devices`` is the count it must see (the CPU
     count it is given), None for every device of an accelerator."""
@@ -294,7 +295,7 @@ def _run_child(
 
 
 def _print_table(report: dict[str, Any]) -> None:
-    if report.get("backend", "cpu") == "cpu":
+    if report.get("backend", Backend.CPU) == Backend.CPU:
         where = f"{report['devices']} CPU devices"
     else:
         kind = report.get("device_kind") or "no case measured"
@@ -554,7 +555,7 @@ def _memory(runtime: _RuntimeSide, peer: _JaxSide) -> dict[str, Any]:
 
 
 def _measure(
-    name: str, steps: int, warmup: int, backend: str = "cpu", expected: int | None = DEVICES
+    name: str, steps: int, warmup: int, backend: str = Backend.CPU, expected: int | None = DEVICES
 ) -> dict[str, Any]:
     """Both sides of one case: the same first step (the comparison is fair only if they compute
     the same), warm-up, the timed steps, then what each holds."""
@@ -565,7 +566,7 @@ def _measure(
     found = jax.devices()
     count = len(found)
     if expected is not None and count != expected:
-        hint = " (JAX_NUM_CPU_DEVICES)" if backend == "cpu" else ""
+        hint = " (JAX_NUM_CPU_DEVICES)" if backend == Backend.CPU else ""
         raise RuntimeError(f"expected {expected} {backend} devices, JAX has {count}{hint}")
     xr.manual_seed(0)
     mesh = xr.Mesh(list(range(count)), (count,), ("data",))
@@ -649,7 +650,7 @@ def _child_main(argv: list[str]) -> int:
     parser.add_argument("--child", required=True, choices=sorted(CASES))
     parser.add_argument("--steps", type=int, default=100)
     parser.add_argument("--warmup", type=int, default=10)
-    parser.add_argument("--backend", choices=BENCH_BACKENDS, default="cpu")
+    parser.add_argument("--backend", choices=BENCH_BACKENDS, default=Backend.CPU)
     parser.add_argument("--devices", type=int, default=None,
                         help="the device count JAX must show (default: every device of the backend)")
     args = parser.parse_args(argv)

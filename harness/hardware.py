@@ -11,6 +11,8 @@ import os
 import re
 from pathlib import Path
 
+from harness.backends import Backend
+
 #: the variables that narrow the devices a process sees (``harness.matrix.config`` sets them)
 GPU_VISIBLE = "CUDA_VISIBLE_DEVICES"
 TPU_VISIBLE = "TPU_VISIBLE_CHIPS"
@@ -60,8 +62,8 @@ def _visible(present: int, listed: str | None) -> int:
 def device_count(backend: str) -> int:
     """Accelerators of ``backend`` this machine shows (``gpu``, ``tpu``): the count a template
     cell (``devices = "all"``) takes. CPU devices are made to the cell's count, not found: 0."""
-    if backend == "gpu":
+    if backend == Backend.GPU:
         return gpu_count()
-    if backend == "tpu":
+    if backend == Backend.TPU:
         return tpu_count()
     return 0

@@ -20,14 +20,15 @@ that names the closest declared one.
 from __future__ import annotations
 
 import difflib
-import importlib
 import math
 import os
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from harness.backends import Backend
 from harness.errors import UsageError
+from harness.switches import SWITCHES
 
 ENV, CELL, PROJECT = "environment", "matrix cell", "[tool.xharness]"
 WHERE = (ENV, CELL, PROJECT)
@@ -108,11 +109,11 @@ class Flag(Accepts):
 
 @dataclass(frozen=True)
 class Choice(Accepts):
-    """One of a few names, in any case; ``values`` is a tuple, or ``"module:NAME"`` of a table
-    that a higher room owns (read only when a value is checked)."""
+    """One of a few names, in any case; ``values`` is a tuple, or a function that lists them
+    when a value is checked (the registered runtimes are known only then)."""
 
     describe: str = ""
-    values: tuple[str, ...] | str = ()
+    values: tuple[str, ...] | Callable[[], tuple[str, ...]] = ()
 
     def names(self) -> tuple[str, ...]:
         return _names(self.values)
@@ -129,7 +130,7 @@ class Names(Accepts):
     """A comma-separated list of names, each one of ``values`` (as :class:`Choice`)."""
 
     describe: str = ""
-    values: tuple[str, ...] | str = ()
+    values: tuple[str, ...] | Callable[[], tuple[str, ...]] = ()
 
     def parse(self, text: str) -> tuple[str, ...]:
         given = tuple(dict.fromkeys(n.strip() for n in text.split(",") if n.strip()))
@@ -139,12 +140,8 @@ class Names(Accepts):
         return given
 
 
-def _names(values: tuple[str, ...] | str) -> tuple[str, ...]:
-    if isinstance(values, tuple):
-        return values
-    module, _, attr = values.partition(":")
-    found = getattr(importlib.import_module(module), attr)
-    return tuple(found() if callable(found) else found)
+def _names(values: tuple[str, ...] | Callable[[], tuple[str, ...]]) -> tuple[str, ...]:
+    return values if isinstance(values, tuple) else tuple(values())
 
 
 def runtime_names() -> tuple[str, ...]:
@@ -185,15 +182,15 @@ _PATH = Text("a path")
 SETTINGS: tuple[Setting, ...] = (
     # -- the environment, for users
     Setting("HARNESS_FAULTS", Names("fault switches of the reference runtime, comma-separated",
-                                    values="harness.runtime.faults:SWITCHES"),
+                                    values=tuple(SWITCHES)),
             "", "fault switches on for the whole process (the catalog's bugs, re-created)"),
     Setting("HARNESS_CRASH_MODE", Choice("raise or signal", values=("raise", "signal")), "raise",
             "signal turns a placeholder read into a real SIGSEGV, as upstream crashed"),
     Setting("HARNESS_RUNTIME", Choice("a registered runtime (xharness list runtimes)",
-                                      values="harness.settings:runtime_names"),
+                                      values=runtime_names),
             "reference", "the runtime under test in this process (set per cell and by --runtime)"),
     Setting("HARNESS_MATMUL_PRECISION", Choice("default, high, highest, or JAX's other names",
-                                               values="harness.settings:matmul_precisions"),
+                                               values=lambda: matmul_precisions()),
             "highest", "the precision the reference runtime's matrix products ask XLA for"),
     Setting("HARNESS_WAIT_TIMEOUT", _SECONDS, "600",
             "how long a runtime wait (a sync, wait_device_ops) may block before it raises"),
@@ -242,7 +239,7 @@ SETTINGS: tuple[Setting, ...] = (
             "ci/cluster.sh: slurmctld's port; node k listens on the next k"),
     # -- the environment, set by the harness for the processes it starts
     *(Setting(name, accepts, default, meaning, internal=True) for name, accepts, default, meaning in (
-        ("HARNESS_BACKEND", Choice("cpu, gpu or tpu", values=("cpu", "gpu", "tpu")), "cpu", "the cell's backend"),
+        ("HARNESS_BACKEND", Choice("cpu, gpu or tpu", values=tuple(Backend)), Backend.CPU, "the cell's backend"),
         ("HARNESS_DEVICES", Integer("a whole number, 1 or more"), "1", "the cell's devices per process"),
         ("HARNESS_PROCESSES", Integer("a whole number, 1 or more"), "1", "the cell's processes"),
         ("HARNESS_PROCESS_ID", Integer("a whole number, 0 or more", minimum=0), "0", "this rank of a multi-process cell"),
@@ -267,21 +264,73 @@ SETTINGS: tuple[Setting, ...] = (
 )
 
 
-def matmul_precisions() -> tuple[str, ...]:
-    """The precision names the reference runtime accepts (``harness.runtime.config``), without
-    importing the runtime: the matrix file's table of them (the same names, a test keeps them so)."""
-    return (*CELL_CHOICES["matmul_precision"],)
+#: the names of a matmul precision that are accepted, each with its canonical name (JAX's
+#: ``jax.lax.Precision`` aliases: the same three levels under the names of the formats they use).
+#: The runtime stores the canonical name; a cell, the environment and ``configure`` accept any.
+MATMUL_PRECISIONS: dict[str, str] = {
+    "default": "default",
+    "bfloat16": "default",
+    "high": "high",
+    "tensorfloat32": "high",
+    "bfloat16_3x": "high",
+    "highest": "highest",
+    "float32": "highest",
+}
 
+
+def matmul_precisions() -> tuple[str, ...]:
+    """The precision names the reference runtime accepts, without importing the runtime."""
+    return tuple(MATMUL_PRECISIONS)
+
+
+@dataclass(frozen=True)
+class RuntimeOption:
+    """One option of the reference runtime (a field of ``harness.runtime.config.Options``): the
+    variable that sets it for a process, whose declaration above gives its type and default, and
+    whether a matrix cell's ``runtime`` table may set it. The runtime's defaults, the variables it
+    reads and the options a cell may name all come from this one table."""
+
+    name: str
+    variable: str
+    cell: bool = False
+    inverted: bool = False  # the variable says the opposite (``HARNESS_DISABLE_FUNCTIONALIZATION``)
+
+    @property
+    def default(self) -> Any:
+        return self.value(ENVIRONMENT[self.variable].default)
+
+    def value(self, text: str) -> Any:
+        parsed = ENVIRONMENT[self.variable].parse(text)
+        if self.name == "matmul_precision":
+            return MATMUL_PRECISIONS[str(parsed).strip().lower()]
+        return (not parsed) if self.inverted else parsed
+
+    def read(self, environ: Mapping[str, str] | None = None) -> Any:
+        """The option's value in a process' environment (its default when unset)."""
+        value = read(self.variable, environ)
+        if self.name == "matmul_precision":
+            return MATMUL_PRECISIONS[str(value).strip().lower()]
+        return (not value) if self.inverted else value
+
+
+RUNTIME_OPTIONS: tuple[RuntimeOption, ...] = (
+    RuntimeOption("functionalization", "HARNESS_DISABLE_FUNCTIONALIZATION", cell=True, inverted=True),
+    RuntimeOption("param_aliasing", "HARNESS_PARAM_ALIASING", cell=True),
+    RuntimeOption("execution_delay", "HARNESS_EXECUTION_DELAY"),
+    RuntimeOption("completion_delay", "HARNESS_COMPLETION_DELAY"),
+    RuntimeOption("num_slices", "HARNESS_NUM_SLICES"),
+    RuntimeOption("wait_timeout", "HARNESS_WAIT_TIMEOUT"),
+    RuntimeOption("matmul_precision", "HARNESS_MATMUL_PRECISION", cell=True),
+)
+OPTIONS_BY_NAME: dict[str, RuntimeOption] = {o.name: o for o in RUNTIME_OPTIONS}
 
 #: the names of a choice a cell's ``runtime`` table may set (``harness.matrix.config``)
-CELL_CHOICES: dict[str, tuple[str, ...]] = {
-    "matmul_precision": ("default", "bfloat16", "high", "tensorfloat32", "bfloat16_3x", "highest", "float32"),
-}
+CELL_CHOICES: dict[str, tuple[str, ...]] = {"matmul_precision": matmul_precisions()}
 
 #: a matrix cell's keys and a project's ``[tool.xharness]`` keys: checked by their parsers (which
 #: point at the line), declared here with the rest
 KEYS: tuple[Setting, ...] = (
-    Setting("backend", Choice("cpu, gpu or tpu", values=("cpu", "gpu", "tpu")), "cpu", "the devices' kind", CELL),
+    Setting("backend", Choice("cpu, gpu or tpu", values=tuple(Backend)), Backend.CPU, "the devices' kind", CELL),
     Setting("devices", Text("a whole number, 1 or more; \"all\" on a gpu/tpu cell named STEM-all"), "1",
             "devices per process", CELL),
     Setting("processes", Integer("a whole number, 1 or more"), "1", "processes, joined by jax.distributed", CELL),
@@ -303,7 +352,7 @@ KEYS: tuple[Setting, ...] = (
     Setting("matrix", _PATH, "", "a matrix file in ci/matrix.toml's format", PROJECT),
     Setting("cells", Text("an array of tables, each a matrix cell with a name"), "the starter cells",
             "inline cells instead of a matrix file", PROJECT),
-    Setting("runtime", Choice("a registered runtime", values="harness.settings:runtime_names"), "reference",
+    Setting("runtime", Choice("a registered runtime", values=runtime_names), "reference",
             "the runtime under test where a cell names none", PROJECT),
     Setting("expected", _PATH, "", "the expected-outcomes table of the project's scenarios", PROJECT),
     Setting("reports", _PATH, "reports", "where run and teeth write", PROJECT),

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from harness.backends import Backend
 from harness.bench import BENCH_BACKENDS, BENCHES, CASES
 from harness.errors import UsageError
 from harness.exits import EXIT_NO_BACKEND
@@ -34,7 +35,7 @@ def add_parsers(subparsers: Any) -> None:
     parser.add_argument("--warmup", type=int, default=10, help="step: untimed steps per side first (default 10)")
     parser.add_argument("--only", choices=sorted(CASES), help="step: run one model")
     parser.add_argument(
-        "--backend", choices=BENCH_BACKENDS, default="cpu",
+        "--backend", choices=BENCH_BACKENDS, default=Backend.CPU,
         help="step: the devices to measure on: 4 CPU devices (default), or every GPU or TPU device "
         f"found (exit {EXIT_NO_BACKEND} when there is none)",
     )
@@ -45,8 +46,8 @@ def add_parsers(subparsers: Any) -> None:
 
 def bench_command(args: argparse.Namespace) -> int:
     case = getattr(args, "case", "step")
-    backend = getattr(args, "backend", "cpu")
-    if case != "step" and backend != "cpu":
+    backend = getattr(args, "backend", Backend.CPU)
+    if case != "step" and backend != Backend.CPU:
         raise UsageError(f"--backend applies to the step case; {case} runs on CPU devices")
     return BENCHES[case].run(args)
 

@@ -20,13 +20,16 @@ from typing import Any
 
 from harness import adapters, hardware, settings
 from harness.adapters import runtimes
+from harness.backends import Backend
 from harness.matrix.launchers import LAUNCHERS, LOCAL, ClusterOptions
 from harness.project import Project
 
 #: backends a cell may name; each maps to the JAX platform it selects
-BACKENDS = {"cpu": "cpu", "gpu": "cuda", "tpu": "tpu"}
-#: runtime options a cell may set, with their defaults (the runtime reads them from the environment)
-RUNTIME_OPTIONS: dict[str, bool] = {"functionalization": True, "param_aliasing": True}
+BACKENDS = {b.value: b.jax_platform for b in Backend}
+#: runtime options a cell may set, with their defaults (the runtime reads them from the environment;
+#: both come from ``harness.settings.RUNTIME_OPTIONS``)
+RUNTIME_OPTIONS: dict[str, bool] = {
+    o.name: o.default for o in settings.RUNTIME_OPTIONS if o.cell and isinstance(o.default, bool)}
 #: runtime options a cell may set to one of a few names, with the names accepted. Absent unless a
 #: cell (or ``[defaults]``) sets it: the runtime's own default applies then, since the caller's
 #: environment variable is scrubbed (``OWNED_ENV``). ``matmul_precision`` is the precision the
@@ -35,8 +38,6 @@ RUNTIME_OPTIONS: dict[str, bool] = {"functionalization": True, "param_aliasing":
 #: own default would. The names are ``harness.runtime.config.MATMUL_PRECISIONS``', spelled out
 #: here because reading a matrix must not import the runtime (and JAX with it).
 RUNTIME_CHOICES: dict[str, tuple[str, ...]] = settings.CELL_CHOICES
-#: the environment variable each choice reaches the cell's processes through
-_CHOICE_ENV = {"matmul_precision": "HARNESS_MATMUL_PRECISION"}
 #: what else the ``runtime`` table of a cell may say: which runtime is under test, and which of
 #: its releases (a release runs in its own cached environment: ``harness.releases.envs``)
 RUNTIME_IDENTITY = ("name", "release")
@@ -53,25 +54,49 @@ _CELL_KEYS = set(settings.keys(settings.CELL))
 _TOP_KEYS = {"root", "defaults", "cells"}
 #: SLURM's time limit forms: minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS
 _TIME_RE = re.compile(r"^(\d+|\d+:\d{2}|\d+:\d{2}:\d{2}|\d+-\d+(:\d{2}(:\d{2})?)?)$")
-#: environment variables a cell's fields own; setting them in ``env`` would contradict the fields
-OWNED_ENV = {
-    "JAX_NUM_CPU_DEVICES": "devices",
-    "JAX_PLATFORMS": "backend",
-    "HARNESS_CELL": "the cell's name",
-    "HARNESS_BACKEND": "backend",
-    "HARNESS_DEVICES": "devices",
-    "HARNESS_PROCESSES": "processes",
-    "HARNESS_PROCESS_ID": "processes",
-    "HARNESS_COORDINATOR": "processes",
-    "HARNESS_SLICES": "slices",
-    "HARNESS_NUM_SLICES": "slices",
-    "HARNESS_RUNTIME": "--runtime",
-    "HARNESS_FUNCTIONALIZATION": "runtime.functionalization",
-    "HARNESS_DISABLE_FUNCTIONALIZATION": "runtime.functionalization",
-    "HARNESS_PARAM_ALIASING": "runtime.param_aliasing",
-    "HARNESS_MATMUL_PRECISION": "runtime.matmul_precision",
-    "HARNESS_RELEASE": "runtime.release",
+
+
+def _flag(on: bool) -> str:
+    return "1" if on else "0"
+
+
+def _option_variables() -> dict[str, tuple[str, Callable[[Cell, str], str | None]]]:
+    """The variables of the runtime options a cell may set: each option's own variable (the one
+    the runtime reads), and ``HARNESS_FUNCTIONALIZATION``, the same fact said positively."""
+    out: dict[str, tuple[str, Callable[[Cell, str], str | None]]] = {}
+    for option in settings.RUNTIME_OPTIONS:
+        if not option.cell:
+            continue
+        name = option.name
+        if isinstance(option.default, bool):
+            inverted = option.inverted
+            out[option.variable] = (f"runtime.{name}", lambda c, r, n=name, i=inverted: _flag(bool(c.runtime[n]) != i))
+        else:  # a choice: set only where the cell names one, else the runtime's own default applies
+            out[option.variable] = (f"runtime.{name}", lambda c, r, n=name: str(c.runtime[n]) if n in c.runtime else None)
+    out["HARNESS_FUNCTIONALIZATION"] = ("runtime.functionalization", lambda c, r: _flag(bool(c.runtime["functionalization"])))
+    return out
+
+
+#: every variable a cell's fields set in its processes: the field that owns it, and its value for a
+#: cell and the runtime under test (None: not set for that cell). A cell's ``env`` may not set one
+#: of them (it would contradict the field), and ``Cell.environment`` sets them all from here.
+CELL_VARIABLES: dict[str, tuple[str, Callable[[Cell, str], str | None]]] = {
+    "HARNESS_CELL": ("the cell's name", lambda c, r: c.name),
+    "HARNESS_BACKEND": ("backend", lambda c, r: str(c.backend)),
+    "JAX_PLATFORMS": ("backend", lambda c, r: BACKENDS[c.backend]),
+    "HARNESS_DEVICES": ("devices", lambda c, r: str(c.devices)),
+    "JAX_NUM_CPU_DEVICES": ("devices", lambda c, r: str(c.devices) if c.backend == Backend.CPU else None),
+    "HARNESS_PROCESSES": ("processes", lambda c, r: str(c.processes)),
+    "HARNESS_PROCESS_ID": ("processes", lambda c, r: None),  # each rank's, set by the supervisor
+    "HARNESS_COORDINATOR": ("processes", lambda c, r: None),  # the launch's, set by the supervisor
+    "HARNESS_SLICES": ("slices", lambda c, r: str(c.slices)),
+    "HARNESS_NUM_SLICES": ("slices", lambda c, r: str(c.slices)),
+    "HARNESS_RUNTIME": ("--runtime", lambda c, r: r),
+    "HARNESS_RELEASE": ("runtime.release", lambda c, r: c.release or None),
+    **_option_variables(),
 }
+#: environment variables a cell's fields own; setting them in ``env`` would contradict the fields
+OWNED_ENV = {name: owner for name, (owner, _) in CELL_VARIABLES.items()}
 #: ``devices = "all"``: a template cell, one per machine, of every accelerator the probe finds
 ALL_DEVICES = "all"
 #: a template's name ends so; its cells are named by the stem and the count (``gpu-all``: ``gpu-8``)
@@ -80,9 +105,9 @@ TEMPLATE_SUFFIX = "-all"
 #: replication, which the one-device cell of the backend (``gpu``, ``tpu``) already runs
 MIN_TEMPLATE_DEVICES = 2
 #: backends a template may take every device of; a CPU cell names its count (any count runs)
-TEMPLATE_BACKENDS = ("gpu", "tpu")
+TEMPLATE_BACKENDS: tuple[str, ...] = tuple(b for b in Backend if b.accelerator)
 #: PyTorch/XLA's own name of each backend (``PJRT_DEVICE``)
-PJRT_DEVICES = {"cpu": "CPU", "gpu": "CUDA", "tpu": "TPU"}
+PJRT_DEVICES = {b.value: b.pjrt_device for b in Backend}
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 _RELEASE_RE = re.compile(r"^\d+(\.\d+)*([a-z]+\d*)?(\.(post|dev)\d+)?(\+[A-Za-z0-9.]+)?$")
 
@@ -101,7 +126,7 @@ class Cell:
     """One named environment of the matrix."""
 
     name: str
-    backend: str = "cpu"
+    backend: str = Backend.CPU
     devices: int = 1  # per process
     processes: int = 1
     slices: int = 1
@@ -156,31 +181,13 @@ class Cell:
         same fields, under its own variable names. ``parent`` is the environment the cell's
         processes inherit (default ``os.environ``): an accelerator cell keeps to the devices it
         already leaves visible."""
-        env = {
-            "HARNESS_CELL": self.name,
-            "HARNESS_BACKEND": self.backend,
-            "HARNESS_DEVICES": str(self.devices),
-            "HARNESS_PROCESSES": str(self.processes),
-            "HARNESS_SLICES": str(self.slices),
-            "HARNESS_NUM_SLICES": str(self.slices),
-            "HARNESS_RUNTIME": runtime_name,
-            "HARNESS_FUNCTIONALIZATION": "1" if self.runtime["functionalization"] else "0",
-            "HARNESS_DISABLE_FUNCTIONALIZATION": "0" if self.runtime["functionalization"] else "1",
-            "HARNESS_PARAM_ALIASING": "1" if self.runtime["param_aliasing"] else "0",
-            "JAX_PLATFORMS": BACKENDS[self.backend],
-        }
-        if self.backend == "cpu":
-            env["JAX_NUM_CPU_DEVICES"] = str(self.devices)
-        else:
+        env = {name: value for name, (_, value_of) in CELL_VARIABLES.items()
+               if (value := value_of(self, runtime_name)) is not None}
+        if self.backend != Backend.CPU:
             env.update(_accelerator_visibility(self, os.environ if parent is None else parent))
-        for name, variable in _CHOICE_ENV.items():
-            if name in self.runtime:
-                env[variable] = str(self.runtime[name])
-        if self.release:
-            env["HARNESS_RELEASE"] = self.release
         if runtime_name == "torch_xla":
             env["PJRT_DEVICE"] = PJRT_DEVICES[self.backend]
-            if self.backend == "cpu":
+            if self.backend == Backend.CPU:
                 env["CPU_NUM_DEVICES"] = str(self.devices)
             env["XLA_DISABLE_FUNCTIONALIZATION"] = "0" if self.runtime["functionalization"] else "1"
             env["XLA_ENABLE_PARAM_ALIASING"] = "1" if self.runtime["param_aliasing"] else "0"
@@ -224,9 +231,9 @@ def _accelerator_visibility(cell: Cell, parent: Mapping[str, str]) -> dict[str, 
     first visible chip with bounds of one chip, a larger cell takes the host's chips (the probe
     asks for exactly its count, ``harness.matrix.probe``).
     """
-    if cell.backend == "gpu":
+    if cell.backend == Backend.GPU:
         return {"CUDA_VISIBLE_DEVICES": _first_visible(parent.get("CUDA_VISIBLE_DEVICES"), cell.total_devices)}
-    if cell.backend == "tpu" and cell.total_devices == 1:
+    if cell.backend == Backend.TPU and cell.total_devices == 1:
         return {
             "TPU_VISIBLE_CHIPS": _first_visible(parent.get("TPU_VISIBLE_CHIPS"), 1),
             "TPU_CHIPS_PER_PROCESS_BOUNDS": "1,1,1",

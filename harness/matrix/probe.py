@@ -12,6 +12,7 @@ import os
 from dataclasses import dataclass
 
 from harness import hardware
+from harness.backends import Backend
 from harness.hardware import GPU_VISIBLE, TPU_VISIBLE
 from harness.matrix.config import MIN_TEMPLATE_DEVICES, Cell
 from harness.matrix.launchers import LOCAL, unavailable
@@ -43,11 +44,11 @@ class _Accelerator:
 
 
 _ACCELERATORS = {
-    "gpu": _Accelerator(
+    Backend.GPU: _Accelerator(
         _GPU_PLUGINS, "no JAX GPU plugin installed (pip install 'xharness[gpu]')",
         "no GPU found (no /dev/nvidia* or /dev/kfd)", "GPU(s)", GPU_VISIBLE,
     ),
-    "tpu": _Accelerator(
+    Backend.TPU: _Accelerator(
         _TPU_PLUGINS, "libtpu is not installed (pip install 'xharness[tpu]')",
         "no TPU found (no /dev/accel* or /dev/vfio/*)", "TPU chip(s)", TPU_VISIBLE,
     ),
@@ -79,7 +80,7 @@ def _probe_accelerator(cell: Cell, accelerator: _Accelerator) -> Availability:
         elif cell.derived_from:
             reason += f" ({cell.derived_from} needs {MIN_TEMPLATE_DEVICES} or more)"
         return Availability(False, reason)
-    if cell.backend == "tpu" and 1 < need != found:
+    if cell.backend == Backend.TPU and 1 < need != found:
         return Availability(
             False,
             f"needs a host of exactly {need} {accelerator.unit}, found {found}: JAX takes every chip of "
@@ -97,7 +98,7 @@ def probe(cell: Cell) -> Availability:
         return Availability(False, "jaxlib is not installed")
     if cell.launcher != LOCAL and (why := unavailable(cell.launcher)):
         return Availability(False, why)
-    if cell.backend == "cpu":
+    if cell.backend == Backend.CPU:
         cores = os.cpu_count() or 1
         note = f"{cell.total_devices} CPU devices on {cores} core(s)"
         if cell.multiprocess:

@@ -14,6 +14,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from harness.backends import Backend
 from harness.matrix.config import Cell
 from harness.matrix.supervisor import NO_TESTS_ID, CellResult, RunSettings, split_pytest_args
 from harness.report.records import TestRecord
@@ -155,7 +156,7 @@ def exclusive(cell: Cell) -> bool:
     """An accelerator cell's devices are its own while it runs: JAX takes three quarters of a
     GPU's memory when a process starts (a second process on it runs out), and a TPU chip opens in
     one process at a time. So no two cells (or parts of one) of that backend run at once."""
-    return cell.backend != "cpu"
+    return cell.backend != Backend.CPU
 
 
 def slots(cell: Cell, jobs: int) -> int:

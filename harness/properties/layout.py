@@ -24,6 +24,7 @@ from hypothesis import strategies as st
 
 from harness import adapters
 from harness.adapters import base
+from harness.backends import Backend
 from harness.properties import strategies as pst
 from harness.properties.base import Invariant
 from harness.properties.model import apply_view, permutation
@@ -284,7 +285,7 @@ def check_host_copy(values: np.ndarray, chain: tuple[str, ...] = ()) -> None:
     rt = adapters.current()
     adapters.require(rt, base.TENSORS)
     backend = jax.default_backend()
-    if backend != "cpu":
+    if backend != Backend.CPU:
         _check_host_copy_racing(rt, values, backend)
         return
     for attempt in range(4):  # fresh buffers: whether one is adopted depends on its alignment

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.adapters.runtimes import RELEASED, RUNTIMES
+from harness.backends import Backend
 from harness.errors import UsageError
 from harness.exits import EXIT_INSTALL, EXIT_UNAVAILABLE
 from harness.matrix.config import RELEASED_RUNTIMES
@@ -153,7 +154,7 @@ def run_scenario(
     release = next((v.release for v in variants if v.release), "")
     machine_skip = outcome == SKIPPED and all(v.machine_skip for v in variants)
     table = table or load_table()
-    backend = next((v.backend for v in variants if v.backend), "") or "cpu"
+    backend = next((v.backend for v in variants if v.backend), "") or Backend.CPU
     if release:
         verdict = table.judge(runtime, release, scenario, outcome, machine_skip, backend=backend,
                               counts=flaky_counts(variants))

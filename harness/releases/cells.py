@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from harness.backends import Backend
 from harness.matrix.config import RELEASED_RUNTIMES, Cell
 from harness.matrix.supervisor import CellRun
 from harness.releases import envs
@@ -114,7 +115,7 @@ def release_cell(runtime: str, release: str, timeout: float) -> Cell:
     """The catalog cell of a release: every scenario's upstream trigger, judged."""
     return Cell(
         name=f"{runtime}-{release}",
-        backend="cpu",
+        backend=Backend.CPU,
         devices=RELEASE_CELL_DEVICES,
         paths=(CATALOG_TESTS,),
         timeout=timeout,

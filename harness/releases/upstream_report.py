@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from harness.backends import Backend
 from harness.report import properties as prop
 from harness.scenarios.reproducer import Reproducer
 
@@ -171,7 +172,7 @@ def render(
     """The Markdown issue (module docstring). ``outcome`` is a run's ``ScenarioRun.to_json()``."""
     variants = {v["variant"]: v for v in outcome.get("variants", [])}
     versions = next((v.get("versions") for v in variants.values() if v.get("versions")), {}) or {}
-    backend = next((v.get("backend") for v in variants.values() if v.get("backend")), "") or "cpu"
+    backend = next((v.get("backend") for v in variants.values() if v.get("backend")), "") or Backend.CPU
     out = [f"# [{runtime} {release}] {title}", "", story.strip() or title, ""]
     for rep, script in scripts:
         seen = variants.get(rep.variant, {})

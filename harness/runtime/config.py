@@ -25,20 +25,13 @@ does not change it.
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
+from typing import Any
 
 from harness import hooks, settings
 
-#: the names of a matmul precision that are accepted, each with its canonical name (JAX's
-#: ``jax.lax.Precision`` aliases: the same three levels under the names of the formats they use)
-MATMUL_PRECISIONS: dict[str, str] = {
-    "default": "default",
-    "bfloat16": "default",
-    "high": "high",
-    "tensorfloat32": "high",
-    "bfloat16_3x": "high",
-    "highest": "highest",
-    "float32": "highest",
-}
+#: the accepted names of a matmul precision, each with its canonical name (declared with the
+#: settings, which the matrix reads without importing the runtime)
+MATMUL_PRECISIONS = settings.MATMUL_PRECISIONS
 
 
 def matmul_precision(value: object) -> str:
@@ -57,32 +50,31 @@ def matmul_precision(value: object) -> str:
 
 
 
+def _default(name: str) -> Any:
+    return settings.OPTIONS_BY_NAME[name].default
+
+
 @dataclass
 class Options:
-    functionalization: bool = True
-    param_aliasing: bool = True
-    execution_delay: float = 0.0
-    completion_delay: float = 0.0
-    num_slices: int = 1
-    wait_timeout: float = 600.0
-    matmul_precision: str = "highest"
+    """The runtime's options; each default is its variable's declared default
+    (``harness.settings.RUNTIME_OPTIONS``)."""
+
+    functionalization: bool = _default("functionalization")
+    param_aliasing: bool = _default("param_aliasing")
+    execution_delay: float = _default("execution_delay")
+    completion_delay: float = _default("completion_delay")
+    num_slices: int = _default("num_slices")
+    wait_timeout: float = _default("wait_timeout")
+    matmul_precision: str = _default("matmul_precision")
 
     def __post_init__(self) -> None:
         self.matmul_precision = matmul_precision(self.matmul_precision)
 
 
 def _from_env() -> Options:
-    return Options(
-        # every value checked by its declaration (``harness.settings``): a bad one raises there,
-        # naming the variable, and ``xharness`` refuses it before any process starts
-        functionalization=not settings.read("HARNESS_DISABLE_FUNCTIONALIZATION"),
-        param_aliasing=settings.read("HARNESS_PARAM_ALIASING"),
-        execution_delay=settings.read("HARNESS_EXECUTION_DELAY"),
-        completion_delay=settings.read("HARNESS_COMPLETION_DELAY"),
-        num_slices=settings.read("HARNESS_NUM_SLICES"),
-        wait_timeout=settings.read("HARNESS_WAIT_TIMEOUT"),
-        matmul_precision=settings.read("HARNESS_MATMUL_PRECISION"),
-    )
+    # every value checked by its declaration (``harness.settings``): a bad one raises there,
+    # naming the variable, and ``xharness`` refuses it before any process starts
+    return Options(**{option.name: option.read() for option in settings.RUNTIME_OPTIONS})
 
 
 options = _from_env()

@@ -16,30 +16,39 @@ from contextlib import contextmanager
 from harness import settings
 from harness.runtime import seams
 
-RACE_ON_HANDLES = "race-on-handles"
-DOUBLE_DISCOVERY = "double-discovery"
-UNHASHABLE_SPEC = "unhashable-spec"
-LOST_SHARDING = "lost-sharding"
-ALIASED_SAVE = "aliased-save"
-WAIT_GAP = "wait-gap"
-PARTIAL_SYNC_DONATION = "partial-sync-donation"
-HOST_ALIASING = "host-aliasing"
-DELETED_SHARD = "deleted-shard"
-SHARDED_READ_COMPILES = "sharded-read-compiles"
+# the switches' names and the fixes they undo are declared in ``harness.switches``, below every
+# room, so that the settings can check ``HARNESS_FAULTS`` without importing the runtime; they are
+# this module's public names too
+from harness.switches import (
+    ALIASED_SAVE,
+    DELETED_SHARD,
+    DOUBLE_DISCOVERY,
+    HOST_ALIASING,
+    LOST_SHARDING,
+    PARTIAL_SYNC_DONATION,
+    RACE_ON_HANDLES,
+    SHARDED_READ_COMPILES,
+    SWITCHES,
+    UNHASHABLE_SPEC,
+    WAIT_GAP,
+)
 
-#: every switch, with the upstream fix it undoes
-SWITCHES: dict[str, str] = {
-    RACE_ON_HANDLES: "wait for pending device ops before collecting device-data handles",
-    DOUBLE_DISCOVERY: "the skip-discovery guard restores the previous value (re-entrant)",
-    UNHASHABLE_SPEC: "partition specs are normalized to tuples, including for 0-d tensors",
-    LOST_SHARDING: "shardings survive .to(device) and sit on the custom-sharding node",
-    ALIASED_SAVE: "save syncs functional aliases first and never donates buffers",
-    WAIT_GAP: "executions are registered for wait_device_ops before launch, not by a later closure",
-    PARTIAL_SYNC_DONATION: "a sync of chosen tensors donates nothing: only a full step sees every reader",
-    HOST_ALIASING: "a tensor made from a host array copies it before the device sees it",
-    DELETED_SHARD: "every per-device buffer of an input is checked before dispatch, not only the global array's flag",
-    SHARDED_READ_COMPILES: "a host read of a split value gathers its pieces without building and compiling a program each time",
-}
+__all__ = [
+    "ALIASED_SAVE",
+    "DELETED_SHARD",
+    "DOUBLE_DISCOVERY",
+    "HOST_ALIASING",
+    "LOST_SHARDING",
+    "PARTIAL_SYNC_DONATION",
+    "RACE_ON_HANDLES",
+    "SHARDED_READ_COMPILES",
+    "SWITCHES",
+    "UNHASHABLE_SPEC",
+    "WAIT_GAP",
+    "active",
+    "enabled",
+    "inject",
+]
 
 _lock = threading.Lock()
 _counts: dict[str, int] = {}

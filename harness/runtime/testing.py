@@ -25,6 +25,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from harness.backends import Backend, platform_backend
 from harness.runtime import config, executor, graphs, ir, plan_cache, step, topology
 
 
@@ -80,7 +81,6 @@ _REDUCED: dict[str, tuple[float, float]] = {
 #: dtypes whose products the matmul precision narrows (wider ones are exact, narrower ones are
 #: already in a narrow format whatever the precision says)
 _NARROWED = {np.dtype(np.float32), np.dtype(np.complex64)}
-_BACKENDS = {"cpu": "cpu", "gpu": "gpu", "cuda": "gpu", "rocm": "gpu", "tpu": "tpu"}
 
 
 def product_format(precision: str | None = None, backend: str | None = None) -> str:
@@ -93,10 +93,10 @@ def product_format(precision: str | None = None, backend: str | None = None) -> 
     at TF32's level). A backend not known here is assumed to narrow as far as a TPU does: its
     tolerance errs on the loose side rather than fail a correct runtime for its numerics."""
     level = config.matmul_precision(config.options.matmul_precision if precision is None else precision)
-    where = _BACKENDS.get((backend or jax.default_backend()).lower(), "other")
-    if level == "highest" or where == "cpu":
+    where = platform_backend(backend or jax.default_backend())
+    if level == "highest" or where is Backend.CPU:
         return "float32"
-    if where == "gpu" or level == "high":
+    if where is Backend.GPU or level == "high":
         return "tensorfloat32"
     return "bfloat16"
 

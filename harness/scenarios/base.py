@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from harness.backends import Backend
+
 
 class InvariantViolation(AssertionError):
     """A scenario's own check failed (e.g. a checkpoint holding a stale value)."""
@@ -71,7 +73,7 @@ class Signature:
 
 #: the backends a need may name, spelled as ``jax.default_backend()`` spells them (CUDA and ROCm
 #: are both ``gpu``)
-BACKENDS = ("cpu", "gpu", "tpu")
+BACKENDS: tuple[str, ...] = tuple(Backend)
 
 
 def current_backend() -> str:
@@ -169,7 +171,7 @@ class Context:
     seed: int
     inject: bool
     devices: int
-    backend: str = "cpu"
+    backend: str = Backend.CPU
     rng: np.random.Generator = field(init=False)
 
     def __post_init__(self) -> None:

@@ -44,6 +44,7 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
 from harness.adapters.runtimes import RELEASED
+from harness.backends import Backend
 from harness.scenarios.base import BACKENDS
 
 REPRODUCED, PASSED, FAILED, SKIPPED = "reproduced", "passed", "failed", "skipped"
@@ -84,7 +85,7 @@ def runtimes() -> tuple[str, ...]:
     return tuple(dict.fromkeys([*REAL_RUNTIMES, *(n for n in adapters.names() if n != "reference")]))
 
 #: the backend of a row that names none, and of a run whose caller names none
-DEFAULT_BACKEND = "cpu"
+DEFAULT_BACKEND = Backend.CPU
 
 _ROW_KEYS = {"runtime", "releases", "scenario", "outcome", "why", "backend", "at_least"}
 _REQUIRED = ("runtime", "releases", "scenario", "outcome")

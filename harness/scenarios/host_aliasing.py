@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from harness.backends import Backend
 from harness.lazy import lazy
 from harness.scenarios.base import (
     Context,
@@ -72,14 +73,14 @@ RACE_MISS = 1e-13
 RACE_TRIALS = trials_for(RACE_HIT_RATE, RACE_MISS)
 
 CPU_ONLY = Needs(
-    backends=("cpu",),
+    backends=(Backend.CPU,),
     why="the device array is the host buffer only on XLA's CPU client; on other backends the "
     "transfer race is loader-buffer-reuse's",
 )
 
 
 def loader_buffer_reuse(ctx: Context) -> None:
-    if ctx.backend != "cpu":
+    if ctx.backend != Backend.CPU:
         _loader_transfer_race(ctx)
         return
     buffer = testing.aligned_empty((8, 16))

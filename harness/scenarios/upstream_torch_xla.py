@@ -31,6 +31,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from harness.adapters.base import Unsupported
+from harness.backends import platform_backend
 from harness.scenarios import expected
 from harness.scenarios.base import InvariantViolation, Signature
 from harness.scenarios.reproducer import RUNTIME, CrashSignature, MachineLacks, Reproducer
@@ -838,7 +839,8 @@ def _backend(rep: Reproducer) -> str:
         except Exception:  # noqa: BLE001 - a backend that failed to start: say nothing
             return ""
     device = os.environ.get("PJRT_DEVICE", "").lower()
-    return {"cuda": "gpu", "gpu": "gpu", "tpu": "tpu", "cpu": "cpu"}.get(device, "")
+    found = platform_backend(device) if device else None
+    return str(found) if found is not None else ""
 
 
 def _judge(rep: Reproducer, exc: BaseException) -> tuple[str, str]:
