@@ -534,8 +534,8 @@ def _memory(runtime: _RuntimeSide, peer: _JaxSide) -> dict[str, Any]:
     from harness.runtime.transfers import device_bytes, live_device_bytes
 
     model, opt = runtime.state["model"], runtime.state["opt"]
-    param_opt_bytes = sum(device_bytes(p._storage.node.data.array()) for p in model.parameters())
-    param_opt_bytes += sum(device_bytes(b._storage.node.data.array()) for b in getattr(opt, "_buffers", {}).values())
+    param_opt_bytes = sum(device_bytes(p.rt_storage.node.data.array()) for p in model.parameters())
+    param_opt_bytes += sum(device_bytes(b.rt_storage.node.data.array()) for b in opt.state_tensors())
     del model, opt
     xr.wait_device_ops()
     gc.collect()

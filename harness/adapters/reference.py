@@ -54,7 +54,7 @@ class ReferenceAdapter(base.TorchStyleAliasing, base.BaseAdapter):
         return self.xr.sharding_spec(t)
 
     def device_shards(self, t: Any) -> dict[int, tuple[tuple[slice, ...], np.ndarray]]:
-        if t._storage.pending:
+        if t.rt_storage.pending:
             self.xr.sync([t], wait=True)
         (data,) = self.xr.device_data([t])
         order = {d: i for i, d in enumerate(self.xr.discover().devices)}
@@ -70,7 +70,7 @@ class ReferenceAdapter(base.TorchStyleAliasing, base.BaseAdapter):
         return t
 
     def materialized(self, t: Any) -> bool:
-        return not t._storage.pending and not t._views
+        return not t.rt_storage.pending and not t.rt_views
 
     def step(self) -> None:
         self.xr.mark_step()

@@ -37,7 +37,7 @@ class _Model(nn.Module):
 
 def _layout_of(p: Any) -> Any:
     """The sharding of the parameter's device buffer (after a sync), or None while pending."""
-    storage = p._storage
+    storage = p.rt_storage
     return None if storage.pending else storage.node.data.array().sharding
 
 

@@ -107,15 +107,15 @@ def saved_operands(op: str, a: Any, b: Any) -> tuple[Any, ...]:
     """The storages a binary ``op`` of tensor ``a`` and ``b`` (a tensor or a scalar) saves."""
     rule = SAVES[op]
     if rule == "self":
-        return (a._storage,) if a.requires_grad else ()
+        return (a.rt_storage,) if a.requires_grad else ()
     b_grad = bool(getattr(b, "requires_grad", False))
     if rule == "quotient":
-        return ((b._storage,) if hasattr(b, "_storage") else ()) + ((a._storage,) if b_grad else ())
+        return ((b.rt_storage,) if hasattr(b, "rt_storage") else ()) + ((a.rt_storage,) if b_grad else ())
     out = []
-    if a.requires_grad and hasattr(b, "_storage"):
-        out.append(b._storage)
+    if a.requires_grad and hasattr(b, "rt_storage"):
+        out.append(b.rt_storage)
     if hasattr(b, "requires_grad") and b.requires_grad:
-        out.append(a._storage)
+        out.append(a.rt_storage)
     return tuple(out)
 
 

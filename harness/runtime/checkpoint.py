@@ -67,10 +67,10 @@ def _read_unsynced(t: Tensor) -> np.ndarray:
     functional wrapper that was itself the last writer does; one that missed a write through
     another alias reads its old IR value (issue #8482).
     """
-    storage = t._storage
-    if t._version in (storage.version, storage.synced_from):
-        return np.array(functional.host_view(transfers.to_host(storage.node.data), t._views))
-    node = t._node
+    storage = t.rt_storage
+    if t.rt_version in (storage.version, storage.synced_from):
+        return np.array(functional.host_view(transfers.to_host(storage.node.data), t.rt_views))
+    node = t.rt_node
     data = node.data if node.data is not None else executor.execute([node], [None], wait=True)[0]
     return np.array(transfers.to_host(data))
 

@@ -87,7 +87,7 @@ def _wrap_children(
     shard_output: Callable[[Any, Mesh], None] | None,
     extra_data_axis: str | None,
 ) -> None:
-    for name, child in list(module._modules.items()):
+    for name, child in list(module.named_children()):
         _wrap_children(child, mesh, policy, shard_output, extra_data_axis)
         if policy(child):
             setattr(module, name, FSDPv2(child, mesh, shard_output=shard_output, extra_data_axis=extra_data_axis))

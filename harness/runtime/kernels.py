@@ -133,7 +133,7 @@ def trace_kernel(kernel: Callable[..., Any], *inputs: Tensor) -> Tensor:
     if key not in _lowered:
         seams.reach("kernel")
         _lowered[key] = jax.jit(kernel).trace(*structs).lower()  # the lowering the custom call would embed
-    node = ir.Node("kernel", tuple(t._operand() for t in inputs), (kernel,))
+    node = ir.Node("kernel", tuple(t.rt_operand() for t in inputs), (kernel,))
     return Tensor.from_node(node, any(t.requires_grad for t in inputs))
 
 

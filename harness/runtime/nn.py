@@ -36,7 +36,7 @@ def Parameter(data: Any) -> Tensor:  # noqa: N802 - mirrors torch.nn.Parameter
 
 
 def _is_parameter(value: Any) -> bool:
-    return isinstance(value, Tensor) and value._storage.requires_grad and not value._views
+    return isinstance(value, Tensor) and value.rt_storage.requires_grad and not value.rt_views
 
 
 class Module:
@@ -86,6 +86,10 @@ class Module:
     def children(self) -> Iterator[Module]:
         yield from self._modules.values()
 
+    def named_children(self) -> Iterator[tuple[str, Module]]:
+        """Each direct submodule with the attribute name it is registered under (as torch's)."""
+        yield from self._modules.items()
+
     def named_parameters(self, prefix: str = "") -> Iterator[tuple[str, Tensor]]:
         seen: set[int] = set()
         for mod_name, mod in self.named_modules(prefix):
@@ -133,7 +137,7 @@ class Module:
         """Place parameters on the (one SPMD) device, keeping their shardings."""
         drop_layout = not config.options.functionalization and faults.active(faults.LOST_SHARDING)
         for p in self.parameters():
-            storage = p._storage
+            storage = p.rt_storage
             if drop_layout:  # upstream: a fresh replicated buffer per parameter
                 if storage.pending:
                     from harness.runtime import step

@@ -26,7 +26,7 @@ def zeros_like_layout(p: Tensor) -> Tensor:
     and state left there made every such training loop compile twice.
     """
     buf = zeros(p.shape)
-    src, dst = p._storage, buf._storage
+    src, dst = p.rt_storage, buf.rt_storage
     data = src.node.data
     if data is not None and data.sharding is not None and data.sharding != dst.node.data.sharding:
         dst.materialize(transfers.reshard(dst.node.data, data.sharding))
@@ -53,6 +53,11 @@ class Optimizer:
     def step(self) -> None:
         raise NotImplementedError
 
+    def state_tensors(self) -> list[Tensor]:
+        """The device tensors the optimizer keeps between steps (momentum, moments): what it
+        holds besides the parameters, as torch's ``optimizer.state`` holds it."""
+        return []
+
 
 class SGD(Optimizer):
     def __init__(self, params: Iterable[Tensor], lr: float, momentum: float = 0.0, weight_decay: float = 0.0) -> None:
@@ -62,6 +67,9 @@ class SGD(Optimizer):
         # than that step's other values, and the next step's graph would list its roots in
         # another order (one more compile)
         self._buffers: dict[int, Tensor] = {id(p): zeros_like_layout(p) for p in self.params} if momentum else {}
+
+    def state_tensors(self) -> list[Tensor]:
+        return list(self._buffers.values())
 
     def step(self) -> None:
         for p in self.params:
@@ -94,6 +102,9 @@ class Adam(Optimizer):
         # oracle found both: one count for all parameters, and corrections computed in float32
         # on the device, where ``1 - 0.999 ** 1`` cancels to 0.00099998713
         self._steps = [0] * len(self.params)
+
+    def state_tensors(self) -> list[Tensor]:
+        return [*self._m, *self._v]
 
     def step(self) -> None:
         for i, (p, m, v) in enumerate(zip(self.params, self._m, self._v, strict=True)):

@@ -62,20 +62,20 @@ def mark_sharding(t: Tensor, mesh: Mesh, partition_spec: Any) -> Tensor:
                 f"dimension of size {dim} cannot be split evenly over mesh axes {axes} ({parts} devices): "
                 f"tensor shape {t.shape}, spec {tuple(partition_spec)}"
             )
-    storage = t._storage
-    if not t._views and not storage.pending:
+    storage = t.rt_storage
+    if not t.rt_views and not storage.pending:
         storage.materialize(transfers.reshard(storage.node.data, sharding))
         storage.sharding = sharding
         return t
     annotated = ir.Node("custom_sharding", (t.node,), sharding=sharding)
-    if t._views and not config.options.functionalization and faults.active(faults.LOST_SHARDING):
+    if t.rt_views and not config.options.functionalization and faults.active(faults.LOST_SHARDING):
         annotated.sharding = None
-        t._write(annotated)
-        t._version = -1  # the alias is regenerated from the view update...
+        t.rt_write(annotated)
+        t.rt_forget_version()  # the alias is regenerated from the view update...
         t.node.sharding = sharding  # ...and the annotation lands there, not on the custom-sharding node
     else:
-        t._write(annotated)
-    if not t._views:
+        t.rt_write(annotated)
+    if not t.rt_views:
         storage.sharding = sharding
     return t
 
@@ -87,7 +87,7 @@ def clear_sharding(t: Tensor) -> Tensor:
     written by ``mark_sharding``, or a value XLA would lay out like its sharded inputs) gets the
     replicated sharding as its requested output sharding, so it is replicated after the step.
     """
-    storage = t._storage
+    storage = t.rt_storage
     if not storage.pending:
         storage.materialize(transfers.reshard(storage.node.data, transfers.replicated()))
         storage.sharding = None
@@ -103,9 +103,9 @@ def _is_alias_only(views: tuple) -> bool:
 
 def sharding_spec(t: Tensor) -> tuple | None:
     """The partition spec ``t`` is laid out with, or None when it is replicated or unannotated."""
-    storage = t._storage
+    storage = t.rt_storage
     sharding = storage.node.data.sharding if not storage.pending else storage.sharding
-    if not _is_alias_only(t._views):
+    if not _is_alias_only(t.rt_views):
         return None
     if not isinstance(sharding, NamedSharding):
         return None

@@ -26,9 +26,9 @@ from harness.runtime.tensor import Tensor
 
 def _data(t: Tensor) -> device_data.DeviceData:
     """``t``'s device data, executed first if it is pending."""
-    if t._views:
+    if t.rt_views:
         raise ValueError("local shards of a view: take them of the tensor it views")
-    storage = t._storage
+    storage = t.rt_storage
     if storage.pending:
         step.sync([t], wait=True)
     data = storage.node.data

@@ -85,7 +85,7 @@ def sync(tensors: Iterable[Tensor] | None = None, *, wait: bool = False, donate:
 
 def _sync(tensors: Iterable[Tensor] | None, wait: bool, donate: bool | None) -> None:
     live = live_storages()
-    storages = _pending(live if tensors is None else (t._storage for t in tensors))
+    storages = _pending(live if tensors is None else (t.rt_storage for t in tensors))
     if not storages:
         if wait:
             executor.wait_device_ops()

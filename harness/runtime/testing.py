@@ -143,7 +143,7 @@ def lowered_text(*tensors: Any, precision: str | None = None) -> str:
     ``precision``, the runtime's when None), before any backend's passes: the same text on every
     backend, so a check of what the program asks for holds on a GPU as on a CPU. Nothing runs
     and the tensors stay pending. Layouts are left out (the program is lowered unsharded)."""
-    graph = graphs.build_graph([t._operand() for t in tensors])
+    graph = graphs.build_graph([t.rt_operand() for t in tensors])
     fn = ir.lower(graph.program, graph.root_positions, precision)
     structs = [jax.ShapeDtypeStruct(d.aval.shape, d.aval.dtype) for d in graph.inputs]
     return jax.jit(fn).lower(*structs).as_text()

@@ -1,7 +1,7 @@
 """The rooms stay one-way: what the layers contract (``lint-imports``, pyproject.toml) does not
 check. No import cycle among the harness's modules, function-level imports included (the type
-checker's own imports are not executed and do not count), and no private name of one module read
-by another: a room that must be observed registers what it exposes (``harness.runtime.seams``,
+checker's own imports are not executed and do not count), no private name of one module read
+by another, and no private attribute of one module's objects read by another: a room that must be observed registers what it exposes (``harness.runtime.seams``,
 ``harness.hooks``). Each check is also run on a small package with the fault planted, so that a
 check that cannot fail is caught too."""
 
@@ -97,6 +97,64 @@ def private_reads(package_dir: Path) -> list[str]:
     return sorted(set(found))
 
 
+def _defined_private_attributes(tree: ast.AST) -> set[str]:
+    """The private attribute names a module defines: ``self._x = ...`` (or through
+    ``object.__setattr__(self, "_x", ...)`` and ``self.__dict__["_x"]``), ``__slots__`` entries,
+    and private methods and class attributes of its classes."""
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store) \
+                and isinstance(node.value, ast.Name) and node.value.id in ("self", "cls"):
+            names.add(node.attr)
+        elif isinstance(node, ast.Call) and ast.unparse(node.func) == "object.__setattr__" \
+                and len(node.args) > 1 and isinstance(node.args[1], ast.Constant):
+            names.add(str(node.args[1].value))
+        elif isinstance(node, ast.Subscript) and ast.unparse(node.value).endswith("__dict__") \
+                and isinstance(node.slice, ast.Constant):
+            names.add(str(node.slice.value))
+        elif isinstance(node, ast.ClassDef):
+            for item in node.body:
+                if isinstance(item, ast.FunctionDef | ast.AsyncFunctionDef):
+                    names.add(item.name)
+                targets = item.targets if isinstance(item, ast.Assign) else \
+                    [item.target] if isinstance(item, ast.AnnAssign) else []
+                for target in targets:
+                    if isinstance(target, ast.Name) and target.id == "__slots__" and isinstance(item.value, ast.Tuple | ast.List):
+                        names |= {str(e.value) for e in item.value.elts if isinstance(e, ast.Constant)}
+                    elif isinstance(target, ast.Name):
+                        names.add(target.id)
+    return {n for n in names if n.startswith("_") and not n.startswith("__")}
+
+
+def private_attribute_reads(package_dir: Path) -> list[str]:
+    """Every place a module reads or writes another module's private attribute: ``x._name`` with
+    ``x`` not ``self`` or ``cls`` (``super()._name`` included), or ``getattr``/``setattr``/
+    ``hasattr`` with a literal private name, where ``_name`` is a private attribute some module of
+    the package defines and this module does not. A private name defined nowhere in the package is
+    a third-party library's (``os._exit``, ``torch_xla._XLAC``, a jitted function's
+    ``_cache_size``): that is not this rule's business. A module that defines the name may use it
+    on other objects (another instance of its own class, an override calling its base's hook)."""
+    base = package_dir.parent
+    trees = {path: ast.parse(path.read_text(encoding="utf-8")) for path in sorted(package_dir.rglob("*.py"))}
+    defined = {path: _defined_private_attributes(tree) for path, tree in trees.items()}
+    everywhere = set().union(*defined.values()) if defined else set()
+    found = []
+    for path, tree in trees.items():
+        for node in ast.walk(tree):
+            name = None
+            if isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__") \
+                    and not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls")):
+                name = node.attr
+            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) \
+                    and node.func.id in ("getattr", "setattr", "hasattr") and len(node.args) > 1 \
+                    and isinstance(node.args[1], ast.Constant) and isinstance(node.args[1].value, str) \
+                    and node.args[1].value.startswith("_") and not node.args[1].value.startswith("__"):
+                name = node.args[1].value
+            if name is not None and name in everywhere and name not in defined[path]:
+                found.append(f"{path.relative_to(base)}:{node.lineno}: {ast.unparse(node)}")
+    return sorted(set(found))
+
+
 def test_the_harness_has_no_import_cycle() -> None:
     cycles = import_cycles("harness")
     assert not cycles, (
@@ -110,6 +168,14 @@ def test_no_module_reads_another_ones_private_names() -> None:
     assert not found, (
         "private names read across modules (make the name public in its module, or register "
         "it there):\n" + "\n".join(found)
+    )
+
+
+def test_no_module_reads_another_ones_private_attributes() -> None:
+    found = private_attribute_reads(ROOT / "harness")
+    assert not found, (
+        "private attributes read across modules (give the class a documented interface for "
+        "them, as Tensor's rt_* names, or move the code next to the class):\n" + "\n".join(found)
     )
 
 
@@ -133,6 +199,10 @@ def _planted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
         "other.py": "import sys\nfrom plantedpkg.low import _hidden\n"
                     "seen = sys.modules.get('plantedpkg.high')\n",
         "typed.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from plantedpkg import other\n",
+        "box.py": "class Box:\n    __slots__ = ('_inside',)\n\n    def same(self, other):\n"
+                  "        return other._inside == self._inside\n",
+        "peek.py": "import os\n\ndef peek(box):\n    os._exit  # a library's private name: not ours\n"
+                   "    return box._inside, getattr(box, '_inside')\n",
     }
     for name, text in files.items():
         (package / name).write_text(textwrap.dedent(text))
@@ -149,3 +219,5 @@ def test_the_checks_find_what_is_planted(tmp_path: Path, monkeypatch: pytest.Mon
     assert "plantedpkg/other.py:2: from plantedpkg.low import _hidden" in found
     assert "plantedpkg/other.py:3: sys.modules.get('plantedpkg.high')" in found
     assert not [f for f in found if "low.py" in f]  # a module's own private names are its own
+    attributes = private_attribute_reads(package)
+    assert attributes == ["plantedpkg/peek.py:5: box._inside", "plantedpkg/peek.py:5: getattr(box, '_inside')"]
