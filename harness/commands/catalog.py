@@ -25,7 +25,7 @@ import time
 from typing import Any
 
 from harness.errors import UsageError
-from harness.exits import EXIT_USAGE
+from harness.exits import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 
 DEFAULT_DEVICES = 8
 #: what ``xharness list`` lists
@@ -141,7 +141,7 @@ def cmd_list(args: argparse.Namespace) -> int:
     scenarios = registry.all_scenarios()
     if args.json:
         print(json.dumps([_record(s) for s in scenarios], indent=2))
-        return 0
+        return EXIT_OK
     width = max((len(s.id) for s in scenarios), default=0)
     for s in scenarios:
         print(f"{s.id:<{width}}  {s.title}{_from(registry.origin(s.id))}")
@@ -153,7 +153,7 @@ def cmd_list(args: argparse.Namespace) -> int:
         for name, needs in s.variant_needs.items():
             where = f"{' or '.join(needs.backends)} only" if needs.backends else "own needs"
             print(f"{'':<{width}}  variant {name}: {where}" + (f" ({needs.why})" if needs.why else ""))
-    return 0
+    return EXIT_OK
 
 
 def _list_runtimes(as_json: bool) -> int:
@@ -169,12 +169,12 @@ def _list_runtimes(as_json: bool) -> int:
                         **_origin(entry)})
     if as_json:
         print(json.dumps(records, indent=2))
-        return 0
+        return EXIT_OK
     width = max((len(r["name"]) for r in records), default=0)
     for record, entry in zip(records, (e for e, _ in loaded.items.values()), strict=True):
         print(f"{record['name']:<{width}}  {record['adapter']}{_from(entry)}")
         print(f"{'':<{width}}  capabilities: {', '.join(record['capabilities']) or '(none)'}")
-    return 0
+    return EXIT_OK
 
 
 def _list_invariants(as_json: bool) -> int:
@@ -184,14 +184,14 @@ def _list_invariants(as_json: bool) -> int:
                 **_origin(registry.origin(i.id))} for i in registry.INVARIANTS]
     if as_json:
         print(json.dumps(records, indent=2))
-        return 0
+        return EXIT_OK
     width = max((len(r["id"]) for r in records), default=0)
     for invariant in registry.INVARIANTS:
         print(f"{invariant.id:<{width}}  {invariant.title}{_from(registry.origin(invariant.id))}")
         if invariant.needs or invariant.catches:
             print(f"{'':<{width}}  needs: {', '.join(invariant.needs) or '-'}; catches: "
                   f"{', '.join(invariant.catches) or '-'}")
-    return 0
+    return EXIT_OK
 
 
 def _cell_environment(args: argparse.Namespace) -> tuple[dict[str, str], int]:
@@ -492,4 +492,4 @@ def _emit(out: dict[str, Any], args: argparse.Namespace, stderr: str, tail: int 
         for line in schedules:
             print(f"replay schedule: {line}")
         print(f"replay: {out['repro']}")
-    return 0 if ok else 1
+    return EXIT_OK if ok else EXIT_FAILED

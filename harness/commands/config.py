@@ -18,6 +18,7 @@ from typing import Any
 
 from harness import project, settings
 from harness.errors import UsageError
+from harness.exits import EXIT_OK
 
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -37,7 +38,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-a
 def cmd_config(args: argparse.Namespace) -> int:
     if args.markdown:
         print(settings.markdown_table(), end="")
-        return 0
+        return EXIT_OK
     try:
         own = project.load()
     except project.ProjectError as exc:
@@ -53,14 +54,14 @@ def cmd_config(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({"project": str(own.path) if own.path else None, "root": str(own.root),
                           "settings": [r.to_dict() for r in rows]}, indent=2))
-        return 0
+        return EXIT_OK
     print(f"project: {own.describe()} (root {own.root})")
     width = max(len(f"{r.name}={r.value}") for r in rows)
     for row in rows:
         label = f"{row.where}: {row.name}" if row.where != settings.ENV else row.name
         internal = "  (set by the harness for its own processes)" if row.internal else ""
         print(f"{f'{label}={row.value}':<{width + 20}}  {row.source}{internal}")
-    return 0
+    return EXIT_OK
 
 
 def _project_values(own: project.Project) -> Any:

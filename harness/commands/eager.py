@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import argparse
 
-from harness.exits import EXIT_INSTALL
+from harness.exits import EXIT_INSTALL, EXIT_OK
 from harness.releases import envs, interpreters
 from harness.releases.catalog import say
 
@@ -42,4 +42,4 @@ def eager_command(args: argparse.Namespace) -> int:
         say(f"error: {exc}")
         return EXIT_INSTALL
     print(env.python)
-    return 0
+    return EXIT_OK

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.errors import UsageError
+from harness.exits import EXIT_OK
 from harness.matrix.config import STARTER
 from harness.project import OWN_FILE, PYPROJECT
 from harness.project import SECTION as _SECTION
@@ -82,7 +83,7 @@ def cmd_init(args: argparse.Namespace) -> int:
         plan.path.write_text(plan.text, encoding="utf-8")
         print(f"xharness init: {plan.action} {plan.path}")
     print("next: xharness cells (what runs here), then xharness run", file=sys.stderr)
-    return 0
+    return EXIT_OK
 
 
 def starter_cells() -> dict[str, dict[str, object]]:

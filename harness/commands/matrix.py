@@ -28,7 +28,7 @@ from pathlib import Path
 
 from harness import compile_cache, project
 from harness.errors import UsageError
-from harness.exits import EXIT_INSTALL, EXIT_INTERRUPTED, EXIT_UNAVAILABLE
+from harness.exits import EXIT_FAILED, EXIT_INSTALL, EXIT_INTERRUPTED, EXIT_OK, EXIT_UNAVAILABLE
 from harness.matrix import schedule
 from harness.matrix.config import (
     RELEASED_RUNTIMES,
@@ -144,7 +144,7 @@ def cells_command(args: argparse.Namespace) -> int:
                      "runtime_under_test": runtime, "plugin": plugin})
     if args.json:
         print(json.dumps({"matrix": str(matrix.path), "cells": rows}, indent=2))
-        return 0
+        return EXIT_OK
     width = max(len(r["name"]) for r in rows)
     for row, cell in zip(rows, listed, strict=True):
         status = "runs here" if row["available"] else "SKIPPED  "
@@ -152,7 +152,7 @@ def cells_command(args: argparse.Namespace) -> int:
         print(f"{cell.name:<{width}}  {cell.backend:<3}  {_shape(cell):<16} {cell.launcher:<6} "
               f"{cell.runtime_label():<44} {status}  {row['reason']}"
               + (f"  [{runtime}]" if runtime != "reference" else ""))
-    return 0
+    return EXIT_OK
 
 
 # -- run -------------------------------------------------------------------------------------------
@@ -607,4 +607,4 @@ def _print_summary(results: list[CellResult], wall: float, out: Path) -> int:
     for item in flaky:
         print(f"  FLAKY (passed on rerun): {item}")
     print(f"total {wall:.1f}s; reports in {out}/ (junit.xml, index.html, summary.md)", file=sys.stdout)
-    return 1 if failed else 0
+    return EXIT_FAILED if failed else EXIT_OK

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import UsageError
-from harness.exits import EXIT_INSTALL, EXIT_INTERRUPTED
+from harness.exits import EXIT_FAILED, EXIT_INSTALL, EXIT_INTERRUPTED, EXIT_OK
 from harness.matrix.config import RELEASED_RUNTIMES, Matrix
 from harness.releases import envs, interpreters, release_spec
 from harness.releases.catalog import say
@@ -211,7 +211,7 @@ def exit_code(releases: list[dict[str, Any]]) -> int:
         return EXIT_INSTALL
     bad = any(row["verdict"] not in GREEN for r in releases for row in r.get("rows", []))
     red = any(c["failing"] for r in releases for c in r.get("checks", []))
-    return 1 if bad or red else 0
+    return EXIT_FAILED if bad or red else EXIT_OK
 
 
 def render_table(runtime: str, releases: list[dict[str, Any]]) -> str:

@@ -179,7 +179,7 @@ class CellRun:
                 self.execute(todo)
         except KeyboardInterrupt:  # the launch has already stopped its processes
             interrupted = True
-        records = [self._finalize(r) for r in self.records.values()]
+        records = [self.finalize_record(r) for r in self.records.values()]
         return CellResult(self.cell, records, time.monotonic() - started, self.launches, interrupted=interrupted)
 
     def execute(self, select: list[str] | None) -> None:
@@ -242,7 +242,7 @@ class CellRun:
             events = self.logs / f"{tag}.rank{rank}.events.jsonl"
             stack = self.logs / f"rank{rank}.stack"
             env = dict(base_env, HARNESS_PROCESS_ID=str(rank))
-            argv = self._argv(events, stack, select_file)
+            argv = self.pytest_argv(events, stack, select_file)
             if turns is not None:  # the rank takes its turns, then runs the same pytest in-process
                 argv = [sys.executable, "-m", "harness.matrix.multiproc", *argv[3:]]
             specs.append(RankSpec(rank, argv, env, events, stack, self.logs / f"rank{rank}.log"))
@@ -270,7 +270,7 @@ class CellRun:
         env[EVENTS_ENV], env[LOG_ENV] = str(events), str(log)
         if self.cell.slices > 1:
             env[SLICES_ENV] = "1"
-        argv = self._argv(events, self.logs / "rank{rank}.stack", select_file)
+        argv = self.pytest_argv(events, self.logs / "rank{rank}.stack", select_file)
         rank_argv = [sys.executable, "-m", "harness.matrix.launched", self.cell.launcher, *argv[3:]]
         specs = [RankSpec(rank, rank_argv, env, Path(str(events).replace("{rank}", str(rank))),
                           self.logs / f"rank{rank}.stack", self.logs / f"rank{rank}.log")
@@ -305,7 +305,9 @@ class CellRun:
         env.setdefault(TURN_TIMEOUT_ENV, str(int(min(120.0, self.timeout + self.grace))))
         return directory
 
-    def _argv(self, events: Path, stack: Path, select_file: Path | None) -> list[str]:
+    def pytest_argv(self, events: Path, stack: Path, select_file: Path | None) -> list[str]:
+        """The command a rank runs, ``python -m pytest`` first: overridable, so that a cell
+        whose pytest runs in another interpreter (a release's environment) can say which."""
         argv = [sys.executable, "-m", "pytest"]
         if not _plugin_autoloaded():
             argv += ["-p", "harness.plugin"]
@@ -493,7 +495,9 @@ class CellRun:
         record.file = _relative(self.settings.matrix.path, self.settings.matrix.root)
         record.line = self.cell.line
 
-    def _finalize(self, record: TestRecord) -> TestRecord:
+    def finalize_record(self, record: TestRecord) -> TestRecord:
+        """The record as reported, with the cell's properties and a repro command: overridable,
+        so that a kind of cell can add what its records must say (a release, its check)."""
         cell = self.cell
         props = {
             prop.CELL: cell.name,

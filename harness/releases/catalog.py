@@ -24,7 +24,7 @@ from typing import Any
 from harness.adapters.runtimes import RELEASED, RUNTIMES
 from harness.backends import Backend
 from harness.errors import UsageError
-from harness.exits import EXIT_INSTALL, EXIT_UNAVAILABLE
+from harness.exits import EXIT_FAILED, EXIT_INSTALL, EXIT_OK, EXIT_UNAVAILABLE
 from harness.matrix.config import RELEASED_RUNTIMES
 from harness.releases import envs, interpreters, release_spec
 from harness.releases.release_spec import ReleaseSpec
@@ -258,5 +258,5 @@ def repro(args: argparse.Namespace) -> int:
             if details:
                 print(details, file=sys.stderr)
         print(f"replay: {replay}")
-    return 0 if run.verdict.green else 1
+    return EXIT_OK if run.verdict.green else EXIT_FAILED
 

@@ -64,17 +64,17 @@ class ReleaseCellRun(CellRun):
         self.released = released or (cell.runtime_name if cell.runtime_name in RELEASED_RUNTIMES else None)
         self.check = check
 
-    def _argv(self, events: Path, stack: Path, select_file: Path | None) -> list[str]:
-        rest = super()._argv(events, stack, select_file)[3:]  # after "python -m pytest"
+    def pytest_argv(self, events: Path, stack: Path, select_file: Path | None) -> list[str]:
+        rest = super().pytest_argv(events, stack, select_file)[3:]  # after "python -m pytest"
         if rest[:2] == ["-p", "harness.plugin"]:  # decided for this interpreter, not that one
             rest = rest[2:]
         plugin = [] if _autoloads_plugin(self.python) else ["-p", "harness.plugin"]
         return [self.python, "-m", "pytest", *plugin, *rest]
 
-    def _finalize(self, record: Any) -> Any:
-        if self.check is not None and "repro" not in record.properties:
+    def finalize_record(self, record: Any) -> Any:
+        if self.check is not None and prop.REPRO not in record.properties:
             record.properties[prop.REPRO] = self._repro(record)
-        record = super()._finalize(record)
+        record = super().finalize_record(record)
         extra = {RELEASE: self.cell.release, RELEASE_RUNTIME: self.released,
                  RELEASE_CHECK: self.check}
         for key, value in extra.items():

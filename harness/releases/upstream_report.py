@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.backends import Backend
+from harness.exits import EXIT_OK
 from harness.report import properties as prop
 from harness.scenarios.reproducer import Reproducer
 
@@ -261,7 +262,7 @@ def report_command(args: Any) -> int:
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(text, encoding="utf-8")
     print(f"xharness: wrote {out} ({run.outcome} on {args.runtime} {release}: {run.verdict.verdict})")
-    return 0
+    return EXIT_OK
 
 
 def bisect_answer(junit_dir: Path, runtime: str, scenario: str) -> str:

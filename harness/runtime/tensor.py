@@ -81,34 +81,40 @@ class Tensor:
 
     @property
     def rt_storage(self) -> Storage:
-        """The storage this tensor names, shared with its aliases and views."""
+        """Runtime-internal: the storage this tensor names, shared with its aliases and views."""
         return self._storage
 
     @property
     def rt_views(self) -> tuple:
-        """The view steps from the storage to this tensor (empty: the storage itself)."""
+        """Runtime-internal: the view steps from the storage to this tensor (empty: the storage
+        itself)."""
         return self._views
 
     @property
     def rt_version(self) -> int:
-        """The storage version this tensor's value last reflected (-1: to be regenerated)."""
+        """Runtime-internal: the storage version this tensor's value last reflected (-1: to be
+        regenerated)."""
         return self._version
 
     @property
     def rt_node(self) -> ir.Node:
-        """This tensor's value as last derived, without regenerating it from the storage."""
+        """Runtime-internal: this tensor's value as last derived, without regenerating it from the
+        storage."""
         return self._node
 
     def rt_forget_version(self) -> None:
-        """Regenerate this alias from the storage at its next read (a view update rewrote it)."""
+        """Runtime-internal: regenerate this alias from the storage at its next read (a view update
+        rewrote it)."""
         self._version = -1
 
     def rt_operand(self) -> ir.Node:
-        """This tensor as an operand of a new IR node (a detached one stops gradients)."""
+        """Runtime-internal: this tensor as an operand of a new IR node (a detached one stops
+        gradients)."""
         return self._operand()
 
     def rt_write(self, node: ir.Node, source: Any = None) -> Tensor:
-        """Write ``node`` into this tensor in place, through its storage and views."""
+        """Runtime-internal: write ``node`` into this tensor in place, through its storage and
+        views."""
         return self._write(node, source)
 
     # ------------------------------------------------------------------ values

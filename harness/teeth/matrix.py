@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
+from harness.exits import EXIT_FAILED, EXIT_OK
 from harness.report.records import KIND_EXCEPTION
 from harness.scenarios.base import Scenario
 from harness.teeth.checks import SCENARIO, Check
@@ -106,7 +107,7 @@ def plan(checks: Sequence[Check], faults: Sequence[str], all_pairs: bool) -> lis
 
 def exit_code(results: Sequence[PairResult]) -> int:
     """0 when every declared pair was caught, else 1."""
-    return 0 if all(r.passed for r in results) else 1
+    return EXIT_OK if all(r.passed for r in results) else EXIT_FAILED
 
 
 def headline(example: str, width: int = 120) -> str:

@@ -109,7 +109,7 @@ def test_records_of_a_release_cell_say_release_runtime_check_and_how_to_rerun(tm
                                   released="jax", check="suites")
     nodeid = "suites/models/test_models.py::test_step"
     run.items[nodeid] = ("suites/models/test_models.py", 3)
-    record = run._finalize(TestRecord(nodeid=nodeid, cell=suites.cell.name))
+    record = run.finalize_record(TestRecord(nodeid=nodeid, cell=suites.cell.name))
     props = record.properties
     assert (props["release"], props["release-runtime"], props["release-check"]) == ("0.10.1", "jax", "suites")
     assert props["repro"] == ("HARNESS_RUNTIME=reference JAX_PLATFORMS=cpu JAX_NUM_CPU_DEVICES=8 "

@@ -126,31 +126,61 @@ def _defined_private_attributes(tree: ast.AST) -> set[str]:
     return {n for n in names if n.startswith("_") and not n.startswith("__")}
 
 
+def _private_name(node: ast.AST) -> str | None:
+    """The private attribute ``node`` reads or writes on an object other than ``self``/``cls``:
+    ``x._name``, or ``getattr``/``setattr``/``hasattr`` with a literal ``"_name"``."""
+    if isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__") \
+            and not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls")):
+        return node.attr
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) \
+            and node.func.id in ("getattr", "setattr", "hasattr") and len(node.args) > 1 \
+            and isinstance(node.args[1], ast.Constant) and isinstance(node.args[1].value, str) \
+            and node.args[1].value.startswith("_") and not node.args[1].value.startswith("__"):
+        return node.args[1].value
+    return None
+
+
+def _is_super(node: ast.AST) -> bool:
+    return isinstance(node, ast.Attribute) and isinstance(node.value, ast.Call) \
+        and isinstance(node.value.func, ast.Name) and node.value.func.id == "super"
+
+
+def _foreign_super_reads(tree: ast.AST) -> set[int]:
+    """The ids of the ``super()._x`` nodes in classes with a base defined outside the module: the
+    base's private hook is then another module's, whatever the override is called."""
+    local = {c.name for c in ast.walk(tree) if isinstance(c, ast.ClassDef)}
+    out: set[int] = set()
+    for cls in ast.walk(tree):
+        if isinstance(cls, ast.ClassDef) and any(
+                not (isinstance(b, ast.Name) and b.id in local) for b in cls.bases):
+            out |= {id(n) for n in ast.walk(cls) if _is_super(n)}
+    return out
+
+
 def private_attribute_reads(package_dir: Path) -> list[str]:
-    """Every place a module reads or writes another module's private attribute: ``x._name`` with
-    ``x`` not ``self`` or ``cls`` (``super()._name`` included), or ``getattr``/``setattr``/
-    ``hasattr`` with a literal private name, where ``_name`` is a private attribute some module of
-    the package defines and this module does not. A private name defined nowhere in the package is
-    a third-party library's (``os._exit``, ``torch_xla._XLAC``, a jitted function's
-    ``_cache_size``): that is not this rule's business. A module that defines the name may use it
-    on other objects (another instance of its own class, an override calling its base's hook)."""
+    """Every place a module reads or writes another module's private attribute.
+
+    The rule: ``x._name`` with ``x`` not ``self`` or ``cls``, or ``getattr``/``setattr``/
+    ``hasattr`` with a literal ``"_name"``, is reported in module M when ``_name`` is a private
+    attribute some other module of the package defines (``self._name = ...``, a ``__slots__``
+    entry, a method, class attribute or dataclass field) and M defines no such attribute. A module
+    that defines the name may use it on other objects (another instance of its own class). A
+    private name defined nowhere in the package is a third-party library's (``os._exit``,
+    ``torch_xla._XLAC``, a jitted function's ``_cache_size``): not this rule's business.
+    ``super()._name`` in a class whose base comes from another module is that module's private
+    hook even when M overrides it, so it is reported whenever another module defines ``_name``."""
     base = package_dir.parent
     trees = {path: ast.parse(path.read_text(encoding="utf-8")) for path in sorted(package_dir.rglob("*.py"))}
     defined = {path: _defined_private_attributes(tree) for path, tree in trees.items()}
-    everywhere = set().union(*defined.values()) if defined else set()
     found = []
     for path, tree in trees.items():
+        elsewhere = set().union(*(names for other, names in defined.items() if other != path))
+        foreign_super = _foreign_super_reads(tree)
         for node in ast.walk(tree):
-            name = None
-            if isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__") \
-                    and not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls")):
-                name = node.attr
-            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) \
-                    and node.func.id in ("getattr", "setattr", "hasattr") and len(node.args) > 1 \
-                    and isinstance(node.args[1], ast.Constant) and isinstance(node.args[1].value, str) \
-                    and node.args[1].value.startswith("_") and not node.args[1].value.startswith("__"):
-                name = node.args[1].value
-            if name is not None and name in everywhere and name not in defined[path]:
+            name = _private_name(node)
+            if name is None or name not in elsewhere:
+                continue
+            if name not in defined[path] or id(node) in foreign_super:
                 found.append(f"{path.relative_to(base)}:{node.lineno}: {ast.unparse(node)}")
     return sorted(set(found))
 
@@ -203,6 +233,10 @@ def _planted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
                   "        return other._inside == self._inside\n",
         "peek.py": "import os\n\ndef peek(box):\n    os._exit  # a library's private name: not ours\n"
                    "    return box._inside, getattr(box, '_inside')\n",
+        "hooks.py": "class Base:\n    def _hook(self):\n        return 1\n\n\n"
+                    "class Near(Base):\n    def _hook(self):\n        return super()._hook() + 1\n",
+        "sub.py": "from plantedpkg.hooks import Base\n\n\nclass Far(Base):\n    def _hook(self):\n"
+                  "        return super()._hook() + 2\n",
     }
     for name, text in files.items():
         (package / name).write_text(textwrap.dedent(text))
@@ -220,4 +254,7 @@ def test_the_checks_find_what_is_planted(tmp_path: Path, monkeypatch: pytest.Mon
     assert "plantedpkg/other.py:3: sys.modules.get('plantedpkg.high')" in found
     assert not [f for f in found if "low.py" in f]  # a module's own private names are its own
     attributes = private_attribute_reads(package)
-    assert attributes == ["plantedpkg/peek.py:5: box._inside", "plantedpkg/peek.py:5: getattr(box, '_inside')"]
+    # a slot read by another module, a base's hook reached through super() from another module;
+    # not the same-module reads (box.py, hooks.py) nor a library's private name (os._exit)
+    assert attributes == ["plantedpkg/peek.py:5: box._inside", "plantedpkg/peek.py:5: getattr(box, '_inside')",
+                          "plantedpkg/sub.py:6: super()._hook"]
