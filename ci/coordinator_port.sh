@@ -25,8 +25,11 @@ print(f"job {os.environ['SLURM_JOB_ID']} rank {os.environ['SLURM_PROCID']}: init
 time.sleep(float(sys.argv[1]))
 PY
 cleanup() {
-  for f in "$SCRATCH"/*.pid; do [ -f "$f" ] && kill "$(cat "$f")" 2>/dev/null || true; done
-  sleep 1; rm -rf "$SCRATCH"
+  # every daemon of the scratch cluster, whichever pid file it wrote last
+  pkill -f -- "-f $SCRATCH/slurm.conf" 2>/dev/null || true
+  sleep 1
+  pkill -9 -f -- "-f $SCRATCH/slurm.conf" 2>/dev/null || true
+  [ -n "${KEEP:-}" ] || rm -rf "$SCRATCH"
   sed -i "\\|# xharness-cluster $SCRATCH\$|d" /etc/hosts
 }
 trap cleanup EXIT
@@ -38,7 +41,15 @@ srun -N1 -n2 -w xh-node1 --job-name=port-a "$PY" "$HOLD" 40 > "$SCRATCH/a.log" 2
 APID=$!
 for _ in $(seq 100); do grep -q "rank 0: initialized" "$SCRATCH/a.log" 2>/dev/null && break; sleep 0.2; done
 
-XHARNESS_CLUSTER_DIR=$SCRATCH XHARNESS_CLUSTER_PORT=17817 bash ci/cluster.sh start >/dev/null 2>&1 || true
+# the scratch controller and its nodes on three free ports of their own
+PORT=$("$PY" -c 'import socket
+for base in range(20000, 60000, 7):
+    try:
+        socks = [socket.create_server(("", base + i)) for i in range(3)]
+    except OSError:
+        continue
+    print(base); break')
+XHARNESS_CLUSTER_DIR=$SCRATCH XHARNESS_CLUSTER_PORT=$PORT bash ci/cluster.sh start >/dev/null 2>&1 || true
 kill "$(cat "$SCRATCH/slurmctld.pid")"; sleep 1
 echo "FirstJobId=$((A + 4096))" >> "$SCRATCH/slurm.conf"
 rm -rf "$SCRATCH/ctld"/*

@@ -26,9 +26,8 @@ oldest release line the expected-outcomes table was measured on (2.5). The floor
 default good end; an end named below it is kept as asked (with a note), and a release there that
 cannot be installed is skipped like any other.
 
-Exit: 0 a change was found; 1 the two ends agree, only one release could be run, or a release
-gave an outcome that is neither reproduced nor passed (named); 2 usage; 3 no release of the range
-could be installed (or the index could not be listed); 130 interrupted.
+The exit status each result gives is ``EXIT_CODES`` (the command, ``harness.commands.bisect``,
+says what each means).
 """
 
 from __future__ import annotations
