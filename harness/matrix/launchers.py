@@ -26,6 +26,7 @@ __all__ = [
     "MPI",
     "SLURM",
     "ClusterOptions",
+    "forget_answers",
     "RankIdentity",
     "identity",
     "launcher_command",
@@ -163,6 +164,11 @@ def unavailable(launcher: str, environ: Mapping[str, str] | None = None) -> str:
     why = _why_not(launcher, env)
     _ASKED[key] = (time.monotonic(), why)
     return why
+
+
+def forget_answers() -> None:
+    """Ask the launchers afresh at the next probe (a cluster was started or stopped)."""
+    _ASKED.clear()
 
 
 def _why_not(launcher: str, env: dict[str, str]) -> str:

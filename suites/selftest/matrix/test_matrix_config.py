@@ -134,6 +134,13 @@ BAD = [
     ("[cells.a]\n[cells.a.runtime]\nmatmul_precision = true\n", 3, "cells.a.runtime.matmul_precision", "expected one of"),
     ("[cells.a]\nenv = { HARNESS_MATMUL_PRECISION = \"high\" }\n", 2, "cells.a.env.HARNESS_MATMUL_PRECISION",
      "runtime.matmul_precision"),
+    ("[cells.a]\nlauncher = \"pbs\"\n", 2, "cells.a.launcher", "unknown launcher 'pbs' (expected one of local, slurm, mpi)"),
+    ("[cells.a]\nlauncher = \"slurm\"\ncluster = { queue = \"x\" }\n", 3, "cells.a.cluster.queue", "unknown key"),
+    ("[cells.a]\nlauncher = \"slurm\"\ncluster = { time_limit = \"1h\" }\n", 3, "cells.a.cluster.time_limit",
+     "SLURM time"),
+    ("[cells.a]\nlauncher = \"slurm\"\ncluster = { nodes = 0 }\n", 3, "cells.a.cluster.nodes", "positive integer"),
+    ("[cells.a]\ndevices = 2\nprocesses = 2\nslices = 2\nlauncher = \"slurm\"\ncluster = { nodes = 1 }\n", 4,
+     "cells.a.slices", "a slice is a node"),
 ]
 
 
@@ -279,3 +286,19 @@ def test_invariants_marked_options_independent_draw_both_options(invariant) -> N
     invariant.check(**flipped)
     assert (config.options.functionalization, config.options.param_aliasing) == (
         flipped["functionalization"], flipped["param_aliasing"])
+
+
+def test_the_launcher_cells_parse_and_keep_their_site_options(tmp_path: Path) -> None:
+    cells = load_matrix(ROOT / "ci" / "launchers.toml").cells
+    assert {c.launcher for c in cells.values()} == {"slurm", "mpi"}
+    path = _write(tmp_path, """
+        [cells.site]
+        devices = 8
+        processes = 2
+        launcher = "slurm"
+        cluster = { partition = "a100", account = "proj", time_limit = "30:00", nodes = 2, extra = ["--gres=gpu:8"] }
+    """)
+    cell = load_matrix(path).cells["site"]
+    assert (cell.cluster.partition, cell.cluster.time_limit, cell.cluster.extra) == ("a100", "30:00", ("--gres=gpu:8",))
+    assert cell.as_dict()["cluster"] == {"partition": "a100", "account": "proj", "time_limit": "30:00", "nodes": 2,
+                                         "extra": ("--gres=gpu:8",)}
