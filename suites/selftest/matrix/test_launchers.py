@@ -8,7 +8,14 @@ import os
 from pathlib import Path
 
 from harness.matrix import launchers
-from harness.matrix.launchers import MPI, SLURM, ClusterOptions, identity, launcher_command, unavailable
+from harness.matrix.launchers import (
+    MPI,
+    SLURM,
+    ClusterOptions,
+    identity,
+    launcher_command,
+    unavailable,
+)
 
 
 def test_a_rank_is_who_its_launcher_says() -> None:
