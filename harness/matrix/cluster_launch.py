@@ -136,7 +136,10 @@ class ClusterLaunch(Launch):
             lost = [s for s in self.ranks if s.identity.get("host") in down]
             if lost:
                 return lost[0]
-        return super().blame(dead, now)
+        # the launcher ends the peers of a rank that ended badly (srun --kill-on-bad-exit,
+        # mpirun), and the supervisor may read both ends in one look: the first to end, by the
+        # time its rank wrote down, is the cause; a rank that wrote nothing was lost first
+        return min(dead, key=lambda s: (s.in_barrier, _ended_at(s), s.rank))
 
     def describe_end(self, state: RankState) -> str:
         """The rank's host, job and step, how it ended, and what the scheduler says of the job
@@ -239,6 +242,16 @@ class ClusterLaunch(Launch):
 #: job states in which the scheduler, not the job, ended it
 _ENDED_BY_SCHEDULER = ("NODE_FAIL", "TIMEOUT", "CANCELLED", "PREEMPTED", "OUT_OF_MEMORY", "DEADLINE",
                        "BOOT_FAIL", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED")
+
+
+def _ended_at(state: RankState) -> float:
+    """When the rank ended, as its ``exit`` event says; a rank with none ended before any that
+    wrote one (its host went away first)."""
+    reported = next((e for e in reversed(state.reader.events) if e.get("event") == "exit"), None)
+    try:
+        return float(reported["time"]) if reported is not None else 0.0
+    except (KeyError, TypeError, ValueError):
+        return 0.0
 
 
 def _down_nodes(env: dict[str, str]) -> set[str]:

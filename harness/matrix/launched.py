@@ -22,6 +22,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from harness.matrix.events import EventWriter
@@ -78,7 +79,9 @@ def main(argv: list[str]) -> int:
         for sig in FORWARDED:
             signal.signal(sig, forward)
         code = child.wait()
-    events.emit("exit", returncode=code, host=me.host)
+    # when it ended, by this host's clock: the supervisor sees every rank's end only when it reads
+    # the files, often several in one look, and the first to end is the one to blame
+    events.emit("exit", returncode=code, host=me.host, time=time.time())
     events.close()
     if code < 0:  # die the way the child did, so that the launcher reports the same signal
         signal.signal(-code, signal.SIG_DFL)
