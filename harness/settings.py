@@ -297,20 +297,18 @@ class RuntimeOption:
 
     @property
     def default(self) -> Any:
-        return self.value(ENVIRONMENT[self.variable].default)
-
-    def value(self, text: str) -> Any:
-        parsed = ENVIRONMENT[self.variable].parse(text)
-        if self.name == "matmul_precision":
-            return MATMUL_PRECISIONS[str(parsed).strip().lower()]
-        return (not parsed) if self.inverted else parsed
+        return self._option(ENVIRONMENT[self.variable].parse(ENVIRONMENT[self.variable].default))
 
     def read(self, environ: Mapping[str, str] | None = None) -> Any:
         """The option's value in a process' environment (its default when unset)."""
-        value = read(self.variable, environ)
+        return self._option(read(self.variable, environ))
+
+    def _option(self, parsed: Any) -> Any:
+        """The variable's parsed value as the option holds it: a canonical precision name, a
+        flag turned around where the variable says the opposite."""
         if self.name == "matmul_precision":
-            return MATMUL_PRECISIONS[str(value).strip().lower()]
-        return (not value) if self.inverted else value
+            return MATMUL_PRECISIONS[str(parsed).strip().lower()]
+        return (not parsed) if self.inverted else parsed
 
 
 RUNTIME_OPTIONS: tuple[RuntimeOption, ...] = (

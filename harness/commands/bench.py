@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from harness import bench as cases
 from harness.backends import Backend
 from harness.bench import BENCH_BACKENDS, BENCHES, CASES
 from harness.errors import UsageError
@@ -54,6 +55,4 @@ def bench_command(args: argparse.Namespace) -> int:
 
 def bench_doc() -> str | None:
     """The benchmarks' own summary, as ``xharness bench --help`` shows it."""
-    from harness import bench
-
-    return bench.__doc__.split("\n\n")[0] if bench.__doc__ else None
+    return cases.__doc__.split("\n\n")[0] if cases.__doc__ else None

@@ -35,6 +35,7 @@ from harness.matrix.multiproc import (
     RankSpec,
     RankState,
     describe_exit,
+    file_size,
     signal_label,
 )
 
@@ -55,13 +56,12 @@ class _LaunchedRank:
 
     def poll(self) -> int | None:
         state = self.launch.ranks[self.index]
-        reported = next((e for e in reversed(state.reader.events) if e.get("event") == "exit"), None)
-        if reported is not None:
+        if (reported := _exit_event(state)) is not None:
             return int(reported.get("returncode", LOST))
         if self.launch.process.poll() is None:
             return None
         state.reader.poll()  # a last look: the exit event may have landed with the launcher's end
-        reported = next((e for e in reversed(state.reader.events) if e.get("event") == "exit"), None)
+        reported = _exit_event(state)
         return int(reported.get("returncode", LOST)) if reported is not None else LOST
 
     def wait(self, timeout: float | None = None) -> int:
@@ -108,7 +108,7 @@ class ClusterLaunch(Launch):
         now = time.monotonic()
         for index, spec in enumerate(self.specs):
             proc: Any = _LaunchedRank(self, index)
-            self.ranks.append(RankState(spec, proc, EventReader(spec.events), 0, _size(spec.log), now, now))
+            self.ranks.append(RankState(spec, proc, EventReader(spec.events), 0, file_size(spec.log), now, now))
 
     # -- who, where, and why it ended -------------------------------------------------------------
     def job_id(self) -> str:
@@ -148,9 +148,8 @@ class ClusterLaunch(Launch):
         where = f"on {host}"
         if self.launcher == SLURM and self.job_id():
             where += f" (job {self.step_ref()})"
-        reported = any(e.get("event") == "exit" for e in state.reader.events)
         cause = self.scheduler_cause()
-        if reported and state.returncode is not None:
+        if _exit_event(state) is not None and state.returncode is not None:
             text = f"{where} {describe_exit(state.returncode)}"
         else:
             text = (f"{where} was lost: it ended without a word, and the {self.launcher} launcher "
@@ -244,10 +243,16 @@ _ENDED_BY_SCHEDULER = ("NODE_FAIL", "TIMEOUT", "CANCELLED", "PREEMPTED", "OUT_OF
                        "BOOT_FAIL", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED")
 
 
+def _exit_event(state: RankState) -> dict[str, Any] | None:
+    """How the rank's own parent (``harness.matrix.launched``) saw it end, or None: not yet, or
+    never (the rank was lost with its host)."""
+    return next((e for e in reversed(state.reader.events) if e.get("event") == "exit"), None)
+
+
 def _ended_at(state: RankState) -> float:
     """When the rank ended, as its ``exit`` event says; a rank with none ended before any that
     wrote one (its host went away first)."""
-    reported = next((e for e in reversed(state.reader.events) if e.get("event") == "exit"), None)
+    reported = _exit_event(state)
     try:
         return float(reported["time"]) if reported is not None else 0.0
     except (KeyError, TypeError, ValueError):
@@ -272,10 +277,3 @@ def _quiet(cmd: list[str], env: dict[str, str]) -> str | None:
         return subprocess.run(cmd, capture_output=True, text=True, timeout=15, env=env).stdout
     except (OSError, subprocess.TimeoutExpired):
         return None
-
-
-def _size(path: Path) -> int:
-    try:
-        return path.stat().st_size
-    except OSError:
-        return 0

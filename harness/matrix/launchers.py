@@ -112,7 +112,7 @@ def identity(launcher: str, environ: Mapping[str, str], hostname: str) -> RankId
 
 
 def launcher_command(launcher: str, processes: int, options: ClusterOptions, job_name: str,
-                     rank_argv: Sequence[str], environ: Mapping[str, str]) -> list[str]:
+                     rank_argv: Sequence[str]) -> list[str]:
     """The command that starts ``processes`` ranks of ``rank_argv`` under ``launcher``.
 
     ``srun`` makes one job step: inside the allocation the harness runs in (``SLURM_JOB_ID`` is

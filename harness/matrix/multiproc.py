@@ -260,7 +260,7 @@ def _read_from(path: Path, offset: int) -> str:
         return ""
 
 
-def _size(path: Path) -> int:
+def file_size(path: Path) -> int:
     try:
         return path.stat().st_size
     except OSError:
@@ -325,7 +325,7 @@ class Launch:
         with one command instead: ``harness.matrix.cluster_launch``)."""
         for spec in self.specs:
             spec.log.parent.mkdir(parents=True, exist_ok=True)
-            stack_offset, log_offset = _size(spec.stack), _size(spec.log)
+            stack_offset, log_offset = file_size(spec.stack), file_size(spec.log)
             log = open(spec.log, "ab")  # noqa: SIM115 - kept open for the child's lifetime
             self._logs.append(log)
             log.write(f"\n===== [xharness] rank {spec.rank}: {' '.join(spec.argv)}\n".encode())

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from harness.backends import Backend
+from harness.backends import BACKENDS, Backend
 
 
 class InvariantViolation(AssertionError):
@@ -73,7 +73,6 @@ class Signature:
 
 #: the backends a need may name, spelled as ``jax.default_backend()`` spells them (CUDA and ROCm
 #: are both ``gpu``)
-BACKENDS: tuple[str, ...] = tuple(Backend)
 
 
 def current_backend() -> str:

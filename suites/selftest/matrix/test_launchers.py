@@ -29,11 +29,11 @@ def test_a_rank_is_who_its_launcher_says() -> None:
 
 def test_the_commands_carry_the_site_options() -> None:
     options = ClusterOptions(partition="a100", account="proj", time_limit="30:00", nodes=2, extra=("--gres=gpu:8",))
-    cmd = launcher_command(SLURM, 2, options, "xharness-c-1-launch1", ["python", "-m", "x"], {})
+    cmd = launcher_command(SLURM, 2, options, "xharness-c-1-launch1", ["python", "-m", "x"])
     assert cmd[0] == "srun" and "--ntasks=2" in cmd and "--nodes=2" in cmd and "--kill-on-bad-exit=1" in cmd
     assert {"--partition=a100", "--account=proj", "--time=30:00", "--gres=gpu:8", "--job-name=xharness-c-1-launch1"} <= set(cmd)
     assert cmd[-3:] == ["python", "-m", "x"]
-    mpi = launcher_command(MPI, 2, ClusterOptions(), "unused", ["python"], {})
+    mpi = launcher_command(MPI, 2, ClusterOptions(), "unused", ["python"])
     assert mpi[:3] == ["mpirun", "-n", "2"] and ("--allow-run-as-root" in mpi) == (os.geteuid() == 0)
 
 
