@@ -63,8 +63,14 @@ write_config() {
     echo "TaskPlugin=task/none"
     echo "JobAcctGatherType=jobacct_gather/linux"
     echo "JobAcctGatherFrequency=1"
+    # a job over its --mem is killed and ends OUT_OF_MEMORY (no cgroups in a container)
+    echo "JobAcctGatherParams=OverMemoryKill"
+    # a job of the urgent partition preempts the debug partition's, which go back to the queue
+    echo "PreemptType=preempt/partition_prio"
+    echo "PreemptMode=REQUEUE"
     echo "SelectType=select/cons_tres"
-    echo "SelectTypeParameters=CR_CPU"
+    echo "SelectTypeParameters=CR_CPU_Memory"
+    echo "DefMemPerCPU=2000"
     echo "SlurmdParameters=config_overrides"
     echo "ReturnToService=2"
     echo "SlurmdTimeout=10"
@@ -76,9 +82,10 @@ write_config() {
     echo "SchedulerType=sched/backfill"
     echo "SchedulerParameters=defer_batch"
     for i in $(seq 1 "$NODES"); do
-      echo "NodeName=$(node_name "$i") NodeAddr=$(node_addr "$i") NodeHostname=$host Port=$((CTLD_PORT + i)) CPUs=$CPUS RealMemory=4000 State=UNKNOWN"
+      echo "NodeName=$(node_name "$i") NodeAddr=$(node_addr "$i") NodeHostname=$host Port=$((CTLD_PORT + i)) CPUs=$CPUS RealMemory=$((CPUS * 2000)) State=UNKNOWN"
     done
-    echo "PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP OverSubscribe=NO"
+    echo "PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP OverSubscribe=NO PriorityTier=1"
+    echo "PartitionName=urgent Nodes=ALL MaxTime=INFINITE State=UP OverSubscribe=NO PriorityTier=2 PreemptMode=OFF"
   } > "$CONF.new"
   mv "$CONF.new" "$CONF"
 }

@@ -16,6 +16,7 @@ __all__ = [
     "EXIT_INSTALL",
     "EXIT_INTERRUPTED",
     "EXIT_NO_BACKEND",
+    "EXIT_NO_CLUSTER",
     "EXIT_OK",
     "EXIT_UNAVAILABLE",
     "EXIT_USAGE",
@@ -30,6 +31,7 @@ EXIT_USAGE = 2
 EXIT_INSTALL = 3
 EXIT_UNAVAILABLE = 4
 EXIT_NO_BACKEND = 5
+EXIT_NO_CLUSTER = 6
 EXIT_INTERRUPTED = 130
 
 
@@ -54,6 +56,8 @@ TABLE: tuple[ExitCode, ...] = (
     ExitCode(EXIT_UNAVAILABLE, "EXIT_UNAVAILABLE", "the runtime under test cannot be imported by this "
              "interpreter and no release was named"),
     ExitCode(EXIT_NO_BACKEND, "EXIT_NO_BACKEND", "bench: the backend asked for is not on this machine"),
+    ExitCode(EXIT_NO_CLUSTER, "EXIT_NO_CLUSTER", "run --on slurm: no SLURM controller answers (its commands "
+             "are missing or the controller is down); nothing was submitted"),
     ExitCode(EXIT_INTERRUPTED, "EXIT_INTERRUPTED", "interrupted (Ctrl-C or SIGTERM); what finished is "
              "kept and merged"),
 )

@@ -56,6 +56,8 @@ class Project:
     runtime: str | None = None
     expected: Path | None = None
     reports: Path | None = None
+    executor: str | None = None  # "local" or "slurm"; None: the command's default (local)
+    slurm: dict[str, Any] = field(default_factory=dict)  # partition, account, options, deadline (checked)
     table: str = ""  # the table the keys are in: "tool.xharness", or "" at an xharness.toml's top
     lines: dict[str, int] = field(default_factory=dict, compare=False)
 
@@ -188,6 +190,8 @@ class _Checker:
             runtime=runtime,
             expected=self.file("expected", table.get("expected")),
             reports=self.directory("reports", table.get("reports")),
+            executor=self.choice("executor", table.get("executor"), ("local", "slurm")),
+            slurm=self.slurm(table.get("slurm")),
             table=self.prefix,
         )
 
@@ -220,6 +224,32 @@ class _Checker:
         if path.exists() and not path.is_dir():
             raise self.fail(key, f"{value} exists and is not a directory")
         return path
+
+    def choice(self, key: str, value: Any, accepted: tuple[str, ...]) -> str | None:
+        if value is not None and value not in accepted:
+            raise self.fail(key, f"must be one of {', '.join(accepted)}, got {value!r}")
+        return value
+
+    def slurm(self, value: Any) -> dict[str, Any]:
+        """``[tool.xharness.slurm]``: the defaults of the cells' jobs."""
+        if value is None:
+            return {}
+        if not isinstance(value, dict):
+            raise self.fail("slurm", "must be a table: partition, account, options, deadline")
+        for name, v in value.items():
+            key = f"slurm.{name}"
+            if name in ("partition", "account"):
+                if not (isinstance(v, str) and re.fullmatch(r"[\w.,-]+", v)):
+                    raise self.fail(key, f"must be a {name} name, got {v!r}")
+            elif name == "options":
+                if not (isinstance(v, list) and all(isinstance(a, str) for a in v)):
+                    raise self.fail(key, "must be a list of strings (sbatch arguments for every job)")
+            elif name == "deadline":
+                if isinstance(v, bool) or not isinstance(v, int | float) or not v > 0:
+                    raise self.fail(key, f"must be a positive number of seconds, got {v!r}")
+            else:
+                raise self.fail(key, "unknown key (accepted: partition, account, options, deadline)")
+        return dict(value)
 
     def cells(self, value: Any) -> tuple[dict[str, Any], ...]:
         """Inline cells: each a table with a ``name``; its other keys are checked with the

@@ -343,8 +343,9 @@ KEYS: tuple[Setting, ...] = (
     Setting("description", Text(), "", "free text shown by xharness cells", CELL),
     Setting("launcher", Choice("local, slurm or mpi", values=("local", "slurm", "mpi")), "local",
             "who starts the cell's ranks: the supervisor, srun or mpirun", CELL),
-    Setting("cluster", Text("a table: partition, account, time_limit, nodes, tasks_per_node, extra"), "",
-            "where a launcher cell runs on a site's cluster (srun's --partition, --account, --time, ...)", CELL),
+    Setting("cluster", Text("a table: partition, account, time_limit, nodes, tasks_per_node, extra, sbatch"), "",
+            "where a cell runs on a site's cluster: a launcher cell's srun and a cell's job under "
+            "--on slurm (--partition, --account, --time, ...)", CELL),
     Setting("testpaths", Text("a list of existing paths, relative to the file"), "pytest's testpaths, else .",
             "test paths for the cells", PROJECT),
     Setting("matrix", _PATH, "", "a matrix file in ci/matrix.toml's format", PROJECT),
@@ -354,6 +355,11 @@ KEYS: tuple[Setting, ...] = (
             "the runtime under test where a cell names none", PROJECT),
     Setting("expected", _PATH, "", "the expected-outcomes table of the project's scenarios", PROJECT),
     Setting("reports", _PATH, "reports", "where run and teeth write", PROJECT),
+    Setting("executor", Choice("local or slurm", values=("local", "slurm")), "local",
+            "where run's cells run: this machine's processes, or jobs of a SLURM cluster (--on)", PROJECT),
+    Setting("slurm", Text("a table: partition, account, options (a list of sbatch arguments), deadline "
+                          "(seconds)"), "",
+            "the cells' jobs under executor = \"slurm\" (a cell's own cluster table wins)", PROJECT),
 )
 
 ENVIRONMENT: dict[str, Setting] = {s.name: s for s in SETTINGS}

@@ -28,7 +28,19 @@ from pathlib import Path
 
 from harness import compile_cache, project
 from harness.errors import UsageError
-from harness.exits import EXIT_FAILED, EXIT_INSTALL, EXIT_INTERRUPTED, EXIT_OK, EXIT_UNAVAILABLE
+from harness.executors import EXECUTORS, LOCAL, SLURM
+from harness.executors.slurm import SlurmExecutor, SlurmOptions
+from harness.executors.slurm_client import SlurmError
+from harness.executors.slurm_script import JobDefaults
+from harness.executors.unit import LocalExecutor
+from harness.exits import (
+    EXIT_FAILED,
+    EXIT_INSTALL,
+    EXIT_INTERRUPTED,
+    EXIT_NO_CLUSTER,
+    EXIT_OK,
+    EXIT_UNAVAILABLE,
+)
 from harness.matrix import schedule
 from harness.matrix.config import (
     RELEASED_RUNTIMES,
@@ -41,11 +53,10 @@ from harness.matrix.config import (
 )
 from harness.matrix.interrupt import sigterm_interrupts
 from harness.matrix.probe import probe
-from harness.matrix.progress import CellProgress, Progress
+from harness.matrix.progress import Progress
 from harness.matrix.supervisor import (
     SESSION_ID,
     CellResult,
-    CellRun,
     RunSettings,
     split_pytest_args,
 )
@@ -54,7 +65,6 @@ from harness.report import properties as prop
 from harness.report.records import ERROR, FAILED, FLAKY, SKIPPED, Attempt, TestRecord
 
 CELL_ID = "xharness::cell"  # the record of a cell this machine cannot run
-_ENV_LOCK = threading.Lock()
 
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -87,6 +97,12 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-a
     run.add_argument("--compile-cache", default=None, metavar="DIR|off",
                      help="JAX's persistent compilation cache, shared by the cells and kept across "
                      "runs (default: $XHARNESS_COMPILE_CACHE, else ~/.cache/xharness/jax)")
+    run.add_argument("--on", choices=tuple(EXECUTORS), default=None, dest="executor",
+                     help="where the cells run: " + "; ".join(f"{k}: {v}" for k, v in EXECUTORS.items())
+                     + " (default: [tool.xharness] executor, else local)")
+    run.add_argument("--deadline", type=float, default=None, metavar="SECONDS",
+                     help="--on slurm: a job still waiting to start this long after the run began is "
+                     "cancelled and recorded (default: [tool.xharness.slurm] deadline, else 7200)")
     run.add_argument("pytest_args", nargs=argparse.REMAINDER, help="-- then arguments for pytest")
     run.set_defaults(handler=run_command)
 
@@ -171,13 +187,7 @@ def run_command(args: argparse.Namespace) -> int:
     release = _release_text(args.runtime, args.release)
     if release is not None or any(c.release for c in matrix.cells.values()):
         interpreters.apply_argument(args.python)
-    if args.reruns < 0:
-        raise _usage_error("--reruns must be 0 or more")
-    if args.timeout is not None and not args.timeout > 0:
-        raise _usage_error("--timeout must be a positive number of seconds")
-    if args.jobs is not None and args.jobs < 1:
-        raise _usage_error("-j/--jobs must be 1 or more")
-    jobs = args.jobs or schedule.default_jobs()
+    executor_name = _check_numbers(args, own)
     cache = compile_cache.choose(args.compile_cache)
     names = [n.strip() for n in (args.cells or "").split(",") if n.strip()]
     try:
@@ -205,6 +215,11 @@ def run_command(args: argparse.Namespace) -> int:
     _check_loadable(cells)
     _check_importable(cells)
     out: Path = args.out
+    progress = Progress(len(cells))
+    executor = _executor(executor_name, own, args.deadline, out, progress)
+    if executor is None:
+        return EXIT_NO_CLUSTER
+    jobs = args.jobs or (executor.capacity() if isinstance(executor, SlurmExecutor) else schedule.default_jobs())
     settings = RunSettings(
         matrix=matrix,
         out_dir=out,
@@ -226,7 +241,49 @@ def run_command(args: argparse.Namespace) -> int:
     # a cancelled CI job sends SIGTERM: treat it like Ctrl-C, so every launch stops its process
     # groups (they run in their own sessions and would otherwise outlive us) and results are kept
     with sigterm_interrupts():
-        return _run_cells(cells, settings, out, junit_dir, jobs, previous, path_times)
+        try:
+            return _run_cells(cells, settings, out, junit_dir, jobs, previous, path_times, executor, progress)
+        finally:
+            executor.close()
+
+
+def _check_numbers(args: argparse.Namespace, own: project.Project) -> str:
+    """The numeric flags checked; the executor the run uses (``--on``, else the project's)."""
+    if args.reruns < 0:
+        raise _usage_error("--reruns must be 0 or more")
+    if args.timeout is not None and not args.timeout > 0:
+        raise _usage_error("--timeout must be a positive number of seconds")
+    if args.jobs is not None and args.jobs < 1:
+        raise _usage_error("-j/--jobs must be 1 or more")
+    if args.deadline is not None and not args.deadline > 0:
+        raise _usage_error("--deadline must be a positive number of seconds")
+    executor_name: str = args.executor or own.executor or LOCAL
+    if args.deadline is not None and executor_name != SLURM:
+        raise _usage_error("--deadline is for cells run as jobs: add --on slurm")
+    return executor_name
+
+
+def _executor(name: str, own: project.Project, deadline: float | None, out: Path,
+              progress: Progress) -> LocalExecutor | SlurmExecutor | None:
+    """The executor ``--on`` (or the project) names; None, said on stderr, when it is SLURM and
+    no controller answers."""
+    if name == LOCAL:
+        return LocalExecutor()
+    table = own.slurm
+    options = SlurmOptions(
+        defaults=JobDefaults(partition=table.get("partition", ""), account=table.get("account", ""),
+                             options=tuple(table.get("options", ()))),
+        deadline=float(deadline or table.get("deadline") or SlurmOptions.deadline),
+    )
+    executor = SlurmExecutor(options, out.resolve(), progress, workdir=Path.cwd())
+    try:
+        executor.capacity()
+    except SlurmError as exc:
+        print(f"xharness: error: --on slurm: no SLURM cluster answers: {exc}. Point SLURM_CONF at a "
+              "cluster's configuration, or start the project's one-machine cluster (bash ci/cluster.sh "
+              "start, as root; then eval \"$(bash ci/cluster.sh env)\")", file=sys.stderr)
+        return None
+    return executor
 
 
 def foreign_paths(given: list[str], root: Path) -> tuple[str, ...]:
@@ -339,33 +396,6 @@ def _unavailable(cell: Cell, code: int) -> int:
     return code
 
 
-def _launch(cell: Cell, settings: RunSettings, progress: CellProgress, shard: str = "") -> tuple[CellResult, bool]:
-    """Run one cell: in this interpreter, or in its release's environment (built if needed).
-    The flag says the release could not be installed (the cell then has an error record).
-    ``shard`` names a part of a cell split over several processes (its logs go below the cell's)."""
-    name = cell.runtime_name or "reference"
-    cell_settings = dataclasses.replace(settings, runtime=name)
-    if not cell.release:
-        run = CellRun(cell, cell_settings, progress)
-        if shard:
-            run.logs = run.logs / shard
-        return run.run(), False
-    from harness.releases import envs, release_spec
-    from harness.releases.cells import ReleaseCellRun, install_error_record
-
-    try:
-        with _ENV_LOCK:  # two cells of one release must not build its environment at once
-            try:
-                spec = release_spec.parse(name, cell.release)
-            except release_spec.ReleaseSpecError as exc:  # a wheel removed since the run began
-                raise envs.ReleaseInstallError(name, cell.release, str(exc)) from None
-            env = release_spec.ensure(spec, progress=progress.note)
-    except envs.ReleaseInstallError as exc:
-        progress.note(f"error: {exc}")
-        return CellResult(cell, [install_error_record(cell, exc)]), True
-    return ReleaseCellRun(cell, cell_settings, progress, str(env.python)).run(), False
-
-
 @dataclasses.dataclass(frozen=True)
 class _Unit:
     """What runs in one process slot group: a cell, or one part of a long cell split in two."""
@@ -381,7 +411,9 @@ class _CellsInFlight:
     cell (or part) in a thread of its own that supervises its processes, and every result written
     as soon as its cell is whole. Ctrl-C or SIGTERM stops every running cell and keeps what ran."""
 
-    def __init__(self, settings: RunSettings, junit_dir: Path, jobs: int, progress: Progress) -> None:
+    def __init__(self, settings: RunSettings, junit_dir: Path, jobs: int, progress: Progress,
+                 executor: LocalExecutor | SlurmExecutor) -> None:
+        self.executor = executor
         self.cancel = settings.cancel or threading.Event()
         self.settings = dataclasses.replace(settings, cancel=self.cancel)
         self.junit_dir, self.jobs, self.progress = junit_dir, jobs, progress
@@ -458,7 +490,7 @@ class _CellsInFlight:
             need = schedule.slots(unit.cell, self.jobs)
             if need > self.free:
                 continue
-            if schedule.exclusive(unit.cell) and any(
+            if self.executor.holds_devices and schedule.exclusive(unit.cell) and any(
                     self.units[r].cell.backend == unit.cell.backend for r in self.running):
                 continue
             pending.remove(unit)
@@ -470,7 +502,8 @@ class _CellsInFlight:
 
     def _work(self, unit: _Unit) -> None:
         try:
-            result, not_installed = _launch(unit.part, self.settings, self.progress.for_cell(unit.label), unit.shard)
+            result, not_installed = self.executor.run(unit.part, self.settings, self.progress.for_cell(unit.label),
+                                                      unit.shard, unit.label)
         except BaseException as exc:  # noqa: BLE001 - a supervisor bug must not lose the other cells
             result = CellResult(unit.part, [_supervisor_error_record(unit.part, exc)])
             not_installed = False
@@ -501,6 +534,7 @@ class _CellsInFlight:
         if not self.interrupted:
             self.interrupted = True
             self.cancel.set()
+            self.executor.interrupt()
             self.progress.note(note, cell="run")
 
 
@@ -517,17 +551,22 @@ def _started_text(unit: _Unit) -> str:
 
 def _run_cells(cells: list[Cell], settings: RunSettings, out: Path, junit_dir: Path, jobs: int = 1,
                previous: dict[str, float] | None = None,
-               path_times: dict[str, dict[str, float]] | None = None) -> int:
+               path_times: dict[str, dict[str, float]] | None = None,
+               executor: LocalExecutor | SlurmExecutor | None = None, progress: Progress | None = None) -> int:
     """Every cell, up to ``jobs`` process slots at once (``_CellsInFlight``). Results are written
     and summarized in matrix order whatever order the cells finish in."""
-    progress = Progress(len(cells))
+    progress = progress or Progress(len(cells))
+    executor = executor or LocalExecutor()
     cache = settings.compile_cache
     if cache is not None:
         progress.note(cache.note, cell="run")
     if jobs > 1:
         progress.note(f"up to {jobs} cell process(es) at once (-j {jobs})", cell="run")
     started = time.monotonic()
-    run = _CellsInFlight(settings, junit_dir, jobs, progress)
+    if executor.name != LOCAL:
+        progress.note(f"cells run as jobs of the SLURM cluster; their files in {settings.out_dir / 'jobs'}",
+                      cell="run")
+    run = _CellsInFlight(settings, junit_dir, jobs, progress, executor)
     runnable = schedule.start_order(run.skip_unavailable(cells), jobs, previous or {})
     run.drive(run.plan(runnable, previous or {}, path_times or {}))
     run.keep_partial(runnable)

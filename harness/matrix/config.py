@@ -216,7 +216,8 @@ class Cell:
             "timeout": self.timeout,
             "description": self.description,
             "launcher": self.launcher,
-            **({"cluster": {k: v for k, v in asdict(self.cluster).items() if v}} if self.launcher != LOCAL else {}),
+            **({"cluster": {k: v for k, v in asdict(self.cluster).items() if v}}
+               if self.launcher != LOCAL or self.cluster != ClusterOptions() else {}),
         }
 
 
@@ -544,7 +545,7 @@ class _Parser:
         """A launcher cell's ``cluster`` table: where and how long it runs on a site's cluster."""
         if not isinstance(value, dict):
             raise self.fail(table, "cluster", "must be a table: partition, account, time_limit, nodes, "
-                            "tasks_per_node, extra")
+                            "tasks_per_node, extra, sbatch")
         known = {f.name for f in fields(ClusterOptions)}
         for name, v in value.items():
             where = (*table, "cluster")
@@ -554,12 +555,13 @@ class _Parser:
                 raise self.fail(where, name, f"must be a {name} name, got {v!r}")
             if name == "time_limit" and not (isinstance(v, str) and _TIME_RE.match(v)):
                 raise self.fail(where, name, "must be a SLURM time (\"MM\", \"MM:SS\", \"HH:MM:SS\" or "
-                                "\"D-HH[:MM[:SS]]\"), got {v!r}")
+                                f"\"D-HH[:MM[:SS]]\"), got {v!r}")
             if name in ("nodes", "tasks_per_node") and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
                 raise self.fail(where, name, f"must be a positive integer, got {v!r}")
-            if name == "extra" and not (isinstance(v, list) and all(isinstance(a, str) for a in v)):
-                raise self.fail(where, name, "must be a list of strings (more launcher arguments)")
-        return ClusterOptions(**{k: tuple(v) if k == "extra" else v for k, v in value.items()})
+            if name in ("extra", "sbatch") and not (isinstance(v, list) and all(isinstance(a, str) for a in v)):
+                what = "launcher" if name == "extra" else "sbatch"
+                raise self.fail(where, name, f"must be a list of strings (more {what} arguments)")
+        return ClusterOptions(**{k: tuple(v) if k in ("extra", "sbatch") else v for k, v in value.items()})
 
     def _check_template(self, table: tuple[str, ...], name: str, values: dict[str, Any]) -> None:
         """A template takes every accelerator of one machine in one process: its count and name

@@ -54,8 +54,9 @@ PROBE_TIMEOUT = 10.0  # seconds a cluster has to answer before the cell is skipp
 
 @dataclass(frozen=True)
 class ClusterOptions:
-    """What a site's cluster needs to hear about a cell: where it runs and for how long. Empty
-    fields are left to the cluster's defaults (its default partition, the user's default
+    """What a site's cluster needs to hear about a cell: where it runs and for how long, for a
+    launcher cell's ``srun`` and for the job a cell becomes under ``xharness run --on slurm``.
+    Empty fields are left to the cluster's defaults (its default partition, the user's default
     account, the partition's time limit)."""
 
     partition: str = ""
@@ -64,6 +65,7 @@ class ClusterOptions:
     nodes: int = 0  # 0: one node per process
     tasks_per_node: int = 0  # 0: one task per node
     extra: tuple[str, ...] = ()  # more launcher arguments, passed as given
+    sbatch: tuple[str, ...] = ()  # more sbatch arguments for the cell's job (--on slurm): --mem, --gres...
 
 
 @dataclass(frozen=True)

@@ -40,6 +40,10 @@ RUNTIME, JAX, JAXLIB = "runtime", "jax", "jaxlib"
 TURN_SEED, TURN_ORDER, TURNS = "turn-seed", "turn-order", "turns"
 #: a launcher cell's launch: the launcher, each rank's host (``0:xh-node1 1:xh-node2``), job, step
 LAUNCHER, RANK_HOSTS, JOB, STEP = "launcher", "rank-hosts", "job", "step"
+#: where a cell ran under ``--on slurm`` (harness.executors.slurm): the executor, the cell's job, its
+#: node(s), the attempt read (a requeued job's last) and, for a job that died, its final state
+EXECUTOR, EXECUTOR_JOB, EXECUTOR_NODES, EXECUTOR_ATTEMPT, EXECUTOR_STATE = (
+    "executor", "executor-job", "executor-nodes", "executor-attempt", "executor-state")
 
 # -- what a scenario or a property test records (the catalog's suites, the plugin)
 #: the scenario, its mode (fixed or injected) and the seed it ran with

@@ -17,7 +17,7 @@ import pytest
 from matrix_helpers import write_matrix
 
 from harness import cli, hardware
-from harness.commands import matrix as commands
+from harness.executors import unit
 from harness.matrix import probe as probe_mod
 from harness.matrix.config import Cell, MatrixError, load_matrix
 from harness.matrix.probe import probe
@@ -296,7 +296,7 @@ def test_cells_of_one_accelerator_never_run_at_once(
         record.attempts.append(Attempt(PASSED, duration=0.01))
         return CellResult(cell, [record], wall=0.3, launches=1), False
 
-    monkeypatch.setattr(commands, "_launch", launch)
+    monkeypatch.setattr(unit, "run_unit", launch)
     out = tmp_path / "out"
     code = cli.main(["run", "--matrix", str(path), "--out", str(out), "-j", "4", "--compile-cache", "off"])
     assert code == 0, capsys.readouterr().out
