@@ -133,8 +133,12 @@ start() {
 
 status() {
   [ -f "$CONF" ] || { echo "no cluster configured under $DIR"; return 1; }
+  local i
+  for i in $(seq 1 "$NODES"); do  # a node whose slurmd died still shows idle until SlurmdTimeout
+    pid_alive "$DIR/slurmd-$(node_name "$i").pid" || { echo "slurmd of $(node_name "$i") is not running"; return 1; }
+  done
   local idle
-  idle=$(SLURM_CONF=$CONF timeout 10 sinfo -h -N -o '%N %t' 2>/dev/null) || { echo "slurmctld does not answer"; return 1; }
+  idle=$(SLURM_CONF=$CONF timeout 10 sinfo -h -N -o '%N %t' 2>/dev/null | sort -u) || { echo "slurmctld does not answer"; return 1; }
   echo "$idle"
   local up; up=$(echo "$idle" | awk '$2 ~ /^(idle|mix|alloc)/' | wc -l)
   [ "$up" -eq "$NODES" ]

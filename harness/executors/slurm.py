@@ -185,6 +185,8 @@ class SlurmExecutor:
         attempts = sorted((int(p.name.split("-")[1]) for p in unit_dir.glob("attempt-*")), reverse=True)
         last = end.restarts if end.state != slurm_client.GONE else (attempts[0] if attempts else 0)
         read = read_result(attempt_dir(unit_dir, last), cell)
+        ours = job in self.cancelled and job not in self.past_deadline  # Ctrl-C or SIGTERM here
+        result = CellResult(cell, [], wall)
         if read is not None:
             result, _, data = read
             node = str(data.get("node") or end.nodes)
@@ -192,15 +194,17 @@ class SlurmExecutor:
                 record.properties.update({prop.EXECUTOR: SLURM, prop.EXECUTOR_JOB: job, prop.EXECUTOR_NODES: node})
                 if last:
                     record.properties[prop.EXECUTOR_ATTEMPT] = str(last)
-            if job in self.cancelled:
-                result.interrupted = True
+        if ours:
+            result.interrupted = True
             return result
-        if job in self.cancelled and job not in self.past_deadline:
-            result = CellResult(cell, [], wall, interrupted=True)
+        if end.state == "COMPLETED" and read is not None:
             return result
+        # the job died (a partial result, written on the time limit's SIGTERM, is kept beside its record)
+        result.interrupted = False
         deadline = self.options.deadline if job in self.past_deadline else None
         text, kind = cause(end, output, deadline)
-        return CellResult(cell, [self._record(cell, job, text, kind, output, batch, end)], wall)
+        result.records.append(self._record(cell, job, text, kind, output, batch, end))
+        return result
 
     def _record(self, cell: Cell, job: str, text: str, kind: str, output: str, batch: Path,
                 end: JobState | None = None) -> TestRecord:
