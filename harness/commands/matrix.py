@@ -576,7 +576,7 @@ def _run_cells(cells: list[Cell], settings: RunSettings, out: Path, junit_dir: P
     from harness.report.api import finish_run
 
     finish_run(out)
-    _write_run_summary(out / "matrix.json", ordered, wall, jobs)
+    _write_run_summary(out / "matrix.json", ordered, wall, jobs, executor.stats())
     code = _print_summary(ordered, wall, out)
     if cache is not None and cache.path is not None:
         compile_cache.trim(cache.path)
@@ -608,7 +608,8 @@ def _counts_text(result: CellResult) -> str:
     return ", ".join(f"{counts[k]} {k}" for k in order if counts.get(k)) or "no tests"
 
 
-def _write_run_summary(path: Path, results: list[CellResult], wall: float, jobs: int = 1) -> None:
+def _write_run_summary(path: Path, results: list[CellResult], wall: float, jobs: int = 1,
+                       executor: dict[str, object] | None = None) -> None:
     """Machine-readable timings: per-cell wall time, test time and the supervisor's overhead."""
     from harness.report.files import write_atomic
 
@@ -623,7 +624,8 @@ def _write_run_summary(path: Path, results: list[CellResult], wall: float, jobs:
             "launches": r.launches,
             "counts": r.counts(),
         })
-    write_atomic(path, (json.dumps({"wall": round(wall, 3), "jobs": jobs, "cells": cells}, indent=2) + "\n").encode())
+    summary = {"wall": round(wall, 3), "jobs": jobs, "executor": executor or {"executor": LOCAL}, "cells": cells}
+    write_atomic(path, (json.dumps(summary, indent=2) + "\n").encode())
 
 
 def _print_summary(results: list[CellResult], wall: float, out: Path) -> int:

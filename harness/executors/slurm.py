@@ -34,22 +34,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.executors import SLURM, slurm_client
+from harness.executors.job_result import job_record, unit_result
 from harness.executors.slurm_client import JobState, SlurmError
-from harness.executors.slurm_job import JobSpec, attempt_dir, read_result, write_spec
-from harness.executors.slurm_script import OUTPUT_NAME, JobDefaults, job_name, script
+from harness.executors.slurm_job import JobSpec, write_spec
+from harness.executors.slurm_script import JobDefaults, job_name, script
 from harness.matrix.config import Cell
 from harness.matrix.progress import CellProgress, Progress
 from harness.matrix.supervisor import CellResult, RunSettings
-from harness.report import properties as prop
-from harness.report.records import ERROR, KIND_EXIT, KIND_MEMORY, KIND_TIMEOUT, Attempt, TestRecord
+from harness.report.records import KIND_EXIT
 
-#: the node id of the record a job that died without a result leaves
-JOB_ID = "xharness::job"
 #: how long a cancelled job may take to end before its unit is recorded without it
 CANCEL_WAIT = 120.0
-OUTPUT_TAIL_CHARS = 4_000
-#: SLURM's own words for a job killed over its memory limit (where no cgroup says OUT_OF_MEMORY)
-_MEMORY_WORDS = ("exceeded job memory limit", "exceeded memory limit", "oom-kill", "out of memory")
 
 
 @dataclass(frozen=True)
@@ -59,34 +54,6 @@ class SlurmOptions:
     defaults: JobDefaults = field(default_factory=JobDefaults)
     deadline: float = 7200.0  # seconds after the run starts; a job still waiting then is cancelled
     poll: float = 1.0  # seconds between two looks at the queue
-
-
-def cause(state: JobState, output: str, deadline: float | None = None) -> tuple[str, str]:
-    """Why a job ended without a result, in words, and the record's kind."""
-    lowered = output.lower()
-    where = f" on {state.nodes}" if state.nodes else ""
-    if deadline is not None:
-        waited = f" (waiting for: {state.reason})" if state.reason else ""
-        return (f"still waiting to start when the run's deadline ({deadline:.0f} s) passed{waited}: "
-                "cancelled", KIND_TIMEOUT)
-    if state.state == "OUT_OF_MEMORY" or any(w in lowered for w in _MEMORY_WORDS):
-        line = next((x.strip() for x in output.splitlines() if "memory limit" in x.lower()), "")
-        return f"out of memory{where}: killed over its memory limit" + (f" ({line})" if line else ""), KIND_MEMORY
-    if state.state == "NODE_FAIL":
-        return f"node failure: {state.nodes or 'its node'} stopped answering the controller", KIND_EXIT
-    if state.state == "TIMEOUT":
-        return f"the job's time limit passed{where}", KIND_TIMEOUT
-    if state.state == "PREEMPTED":
-        return f"preempted{where} by a job of a higher priority, and not requeued", KIND_EXIT
-    if state.state == "CANCELLED":
-        return f"cancelled{where} (scancel, or the cluster's administrator)", KIND_EXIT
-    if state.state == slurm_client.GONE:
-        return "the controller forgot the job before its end was seen (MinJobAge), and no result was written", KIND_EXIT
-    if state.state == "COMPLETED":
-        return f"the job ended{where} without writing its result", KIND_EXIT
-    said = f", {state.reason}" if state.reason else ""
-    code = f" (exit {state.exit_code})" if state.exit_code else ""
-    return f"the job ended {state.state}{where}{code}{said}", KIND_EXIT
 
 
 class SlurmExecutor:
@@ -108,6 +75,8 @@ class SlurmExecutor:
         self.past_deadline: set[str] = set()
         self.cancelled: set[str] = set()
         self.poll_error = ""
+        self.submitted: dict[str, tuple[float, float]] = {}  # job -> (when sbatch was called, its seconds)
+        self.running_seen: dict[str, float] = {}  # job -> when it was first seen running
         self._changed = threading.Condition()
         self._stop = threading.Event()
         self._poller: threading.Thread | None = None
@@ -131,6 +100,19 @@ class SlurmExecutor:
             except SlurmError as exc:
                 self.progress.note(f"error: {exc}", cell="run")
 
+    def stats(self) -> dict[str, object]:
+        """What the cluster cost this run, for ``matrix.json``: the jobs, sbatch's seconds per
+        submission, and the seconds from submission until a job was seen running (the queue's
+        wait, to within one poll)."""
+        with self._changed:
+            submit = [seconds for _, seconds in self.submitted.values()]
+            start = [self.running_seen[j] - self.submitted[j][0] for j in self.running_seen if j in self.submitted]
+        return {"executor": SLURM, "jobs": len(submit), "poll": self.options.poll,
+                "submit_mean": round(sum(submit) / len(submit), 4) if submit else None,
+                "submit_max": round(max(submit), 4) if submit else None,
+                "start_mean": round(sum(start) / len(start), 3) if start else None,
+                "start_max": round(max(start), 3) if start else None}
+
     def close(self) -> None:
         self._stop.set()
         if self._poller is not None:
@@ -148,18 +130,24 @@ class SlurmExecutor:
         batch.write_text(script(cell, label, unit_dir, self.workdir,
                                 [self.python, "-m", "harness.executors.slurm_job", str(spec)],
                                 self.options.defaults), encoding="utf-8")
+        called = time.monotonic()
         try:
             job = slurm_client.submit(batch)
         except SlurmError as exc:
-            return CellResult(cell, [self._record(cell, "", f"could not be submitted: {exc}", KIND_EXIT, "",
-                                                  batch)], time.monotonic() - started), False
+            record = job_record(cell, "", f"could not be submitted: {exc}", KIND_EXIT, "", batch)
+            return CellResult(cell, [record], time.monotonic() - started), False
         with self._changed:
             self.labels[job] = label
             self.states[job] = JobState(job, "PENDING")
+            self.submitted[job] = (called, time.monotonic() - called)
             self._start_polling()
         progress.note(f"job {job} submitted ({batch})")
         end = self._wait(job, settings)
-        return self._result(cell, job, end, unit_dir, batch, time.monotonic() - started), False
+        with self._changed:
+            ours = job in self.cancelled and job not in self.past_deadline  # Ctrl-C or SIGTERM here
+            late = job in self.past_deadline
+        return unit_result(cell, end, unit_dir, batch, time.monotonic() - started, interrupted=ours,
+                           deadline=self.options.deadline if late else None), False
 
     def _wait(self, job: str, settings: RunSettings) -> JobState:
         cancelled_at: float | None = None
@@ -178,52 +166,6 @@ class SlurmExecutor:
                 self._changed.wait(timeout=self.options.poll * 2)
             state = self.states[job]
         return slurm_client.with_details(state) if state.terminal else state
-
-    def _result(self, cell: Cell, job: str, end: JobState, unit_dir: Path, batch: Path,
-                wall: float) -> CellResult:
-        output = _tail(unit_dir / OUTPUT_NAME.replace("%j", job))
-        attempts = sorted((int(p.name.split("-")[1]) for p in unit_dir.glob("attempt-*")), reverse=True)
-        last = end.restarts if end.state != slurm_client.GONE else (attempts[0] if attempts else 0)
-        read = read_result(attempt_dir(unit_dir, last), cell)
-        ours = job in self.cancelled and job not in self.past_deadline  # Ctrl-C or SIGTERM here
-        result = CellResult(cell, [], wall)
-        if read is not None:
-            result, _, data = read
-            node = str(data.get("node") or end.nodes)
-            for record in result.records:
-                record.properties.update({prop.EXECUTOR: SLURM, prop.EXECUTOR_JOB: job, prop.EXECUTOR_NODES: node})
-                if last:
-                    record.properties[prop.EXECUTOR_ATTEMPT] = str(last)
-        if ours:
-            result.interrupted = True
-            return result
-        if end.state == "COMPLETED" and read is not None:
-            return result
-        # the job died (a partial result, written on the time limit's SIGTERM, is kept beside its record)
-        result.interrupted = False
-        deadline = self.options.deadline if job in self.past_deadline else None
-        text, kind = cause(end, output, deadline)
-        result.records.append(self._record(cell, job, text, kind, output, batch, end))
-        return result
-
-    def _record(self, cell: Cell, job: str, text: str, kind: str, output: str, batch: Path,
-                end: JobState | None = None) -> TestRecord:
-        record = TestRecord(nodeid=JOB_ID, cell=cell.name)
-        named = f"job {job}" if job else "the job"
-        record.attempts.append(Attempt(ERROR, message=f"cell {cell.name}: {named} {text}", stderr=output,
-                                       kind=kind))
-        record.properties = {prop.CELL: cell.name, prop.BACKEND: cell.backend,
-                             prop.DEVICES: str(cell.total_devices), prop.PROCESSES: str(cell.processes),
-                             prop.SLICES: str(cell.slices), prop.EXECUTOR: SLURM,
-                             prop.REPRO: f"sbatch {batch}"}
-        if job:
-            record.properties[prop.EXECUTOR_JOB] = job
-        if end is not None:
-            record.properties[prop.EXECUTOR_NODES] = end.nodes
-            record.properties[prop.EXECUTOR_STATE] = end.state
-            if end.restarts:
-                record.properties[prop.EXECUTOR_ATTEMPT] = str(end.restarts)
-        return record
 
     # -- following the queue -----------------------------------------------------------------------
     def _start_polling(self) -> None:
@@ -255,6 +197,8 @@ class SlurmExecutor:
                 before = self.states.get(job)
                 if before is None or (before.state, before.nodes) != (state.state, state.nodes):
                     changes.append((job, before, state))
+                if job not in self.running_seen and not state.waiting:
+                    self.running_seen[job] = time.monotonic()
                 self.states[job] = state
             self._changed.notify_all()
         for job, before, state in changes:
@@ -297,11 +241,3 @@ def _change_text(job: str, before: JobState | None, state: JobState) -> str:
     if before is not None and not before.waiting and state.waiting:
         text += ": back in the queue, its last attempt's result will be read"
     return text
-
-
-def _tail(path: Path) -> str:
-    try:
-        data = path.read_bytes()
-    except OSError:
-        return ""
-    return data[-OUTPUT_TAIL_CHARS:].decode("utf-8", "replace")

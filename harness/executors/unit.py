@@ -56,6 +56,9 @@ class LocalExecutor:
             label: str) -> tuple[CellResult, bool]:
         return run_unit(cell, settings, progress, shard)
 
+    def stats(self) -> dict[str, object]:
+        return {"executor": self.name}
+
     def interrupt(self) -> None:
         """Nothing to do: each running unit sees the run's cancel event and stops its processes."""
 

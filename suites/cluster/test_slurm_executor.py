@@ -268,3 +268,25 @@ def test_a_job_waiting_past_the_deadline_is_cancelled_and_recorded(tmp_path: Pat
     assert "deadline (4 s)" in record.final.message and "Resources" in record.final.message, record.final.message
     assert "pending" in result.stderr
     assert _jobs_named("xh-") == {}
+
+
+def test_part_of_the_default_matrix_as_jobs_matches_the_local_run(tmp_path: Path, slurm: None) -> None:
+    """The project's own multi-process cells, run here and as jobs: the merged reports agree test
+    for test (node id, cell and outcome), and every record of the jobs names its job."""
+    from matrix_helpers import xharness
+
+    from harness.report.junit import read_records
+
+    cells = "cpu-2x4,cpu-2slice"
+    local = xharness("run", "--cells", cells, "--out", str(tmp_path / "local"), cwd=ROOT, timeout=600)
+    jobs = xharness("run", "--on", "slurm", "--cells", cells, "--out", str(tmp_path / "slurm"), cwd=ROOT, timeout=600)
+    assert local.returncode == 0, local.stdout + local.stderr
+    assert jobs.returncode == 0, jobs.stdout + jobs.stderr
+
+    def outcomes(name: str) -> dict[tuple[str, str], str]:
+        return {(r.cell, r.nodeid): r.classification for r in read_records(tmp_path / name / "junit.xml")}
+
+    here, there = outcomes("local"), outcomes("slurm")
+    assert len(here) > 40 and here == there
+    assert all(r.properties.get("executor-job", "").isdigit() for r in read_records(tmp_path / "slurm" / "junit.xml"))
+    assert _jobs_named("xh-") == {}

@@ -46,8 +46,10 @@ def write_matrix(root: Path, text: str) -> Path:
     return path
 
 
-def xharness(*args: str, cwd: Path, timeout: float = 240) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k not in _SCRUB}
+def xharness(*args: str, cwd: Path, timeout: float = 240,
+             env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """``xharness ARGS`` in ``cwd``, with this environment (plus ``env``) less the enclosing pytest's."""
+    env = {**{k: v for k, v in os.environ.items() if k not in _SCRUB}, **(env or {})}
     return subprocess.run(
         [sys.executable, "-c", "import sys; from harness.cli import main; sys.exit(main())", *args],
         cwd=cwd,
