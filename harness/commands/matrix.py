@@ -28,10 +28,8 @@ from pathlib import Path
 
 from harness import compile_cache, project
 from harness.errors import UsageError
-from harness.executors import EXECUTORS, LOCAL, SLURM
-from harness.executors.slurm import SlurmExecutor, SlurmOptions
-from harness.executors.slurm_client import SlurmError
-from harness.executors.slurm_script import JobDefaults
+from harness.executors import LOCAL, choose
+from harness.executors.slurm import SlurmExecutor
 from harness.executors.unit import LocalExecutor
 from harness.exits import (
     EXIT_FAILED,
@@ -97,12 +95,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-a
     run.add_argument("--compile-cache", default=None, metavar="DIR|off",
                      help="JAX's persistent compilation cache, shared by the cells and kept across "
                      "runs (default: $XHARNESS_COMPILE_CACHE, else ~/.cache/xharness/jax)")
-    run.add_argument("--on", choices=tuple(EXECUTORS), default=None, dest="executor",
-                     help="where the cells run: " + "; ".join(f"{k}: {v}" for k, v in EXECUTORS.items())
-                     + " (default: [tool.xharness] executor, else local)")
-    run.add_argument("--deadline", type=float, default=None, metavar="SECONDS",
-                     help="--on slurm: a job still waiting to start this long after the run began is "
-                     "cancelled and recorded (default: [tool.xharness.slurm] deadline, else 7200)")
+    choose.add_arguments(run)
     run.add_argument("pytest_args", nargs=argparse.REMAINDER, help="-- then arguments for pytest")
     run.set_defaults(handler=run_command)
 
@@ -255,35 +248,17 @@ def _check_numbers(args: argparse.Namespace, own: project.Project) -> str:
         raise _usage_error("--timeout must be a positive number of seconds")
     if args.jobs is not None and args.jobs < 1:
         raise _usage_error("-j/--jobs must be 1 or more")
-    if args.deadline is not None and not args.deadline > 0:
-        raise _usage_error("--deadline must be a positive number of seconds")
-    executor_name: str = args.executor or own.executor or LOCAL
-    if args.deadline is not None and executor_name != SLURM:
-        raise _usage_error("--deadline is for cells run as jobs: add --on slurm")
-    return executor_name
+    return choose.executor_name(args, own.executor)
 
 
 def _executor(name: str, own: project.Project, deadline: float | None, out: Path,
-              progress: Progress) -> LocalExecutor | SlurmExecutor | None:
-    """The executor ``--on`` (or the project) names; None, said on stderr, when it is SLURM and
-    no controller answers."""
-    if name == LOCAL:
-        return LocalExecutor()
-    table = own.slurm
-    options = SlurmOptions(
-        defaults=JobDefaults(partition=table.get("partition", ""), account=table.get("account", ""),
-                             options=tuple(table.get("options", ()))),
-        deadline=float(deadline or table.get("deadline") or SlurmOptions.deadline),
-    )
-    executor = SlurmExecutor(options, out.resolve(), progress, workdir=Path.cwd())
+              progress: Progress) -> choose.Executor | None:
+    """The executor ``--on`` (or the project) names; None, said on stderr, when no cluster answers."""
     try:
-        executor.capacity()
-    except SlurmError as exc:
-        print(f"xharness: error: --on slurm: no SLURM cluster answers: {exc}. Point SLURM_CONF at a "
-              "cluster's configuration, or start the project's one-machine cluster (bash ci/cluster.sh "
-              "start, as root; then eval \"$(bash ci/cluster.sh env)\")", file=sys.stderr)
+        return choose.executor_for(name, own.slurm, deadline, out, progress)
+    except choose.NoCluster as exc:
+        print(f"xharness: error: {exc}", file=sys.stderr)
         return None
-    return executor
 
 
 def foreign_paths(given: list[str], root: Path) -> tuple[str, ...]:
@@ -412,7 +387,7 @@ class _CellsInFlight:
     as soon as its cell is whole. Ctrl-C or SIGTERM stops every running cell and keeps what ran."""
 
     def __init__(self, settings: RunSettings, junit_dir: Path, jobs: int, progress: Progress,
-                 executor: LocalExecutor | SlurmExecutor) -> None:
+                 executor: choose.Executor) -> None:
         self.executor = executor
         self.cancel = settings.cancel or threading.Event()
         self.settings = dataclasses.replace(settings, cancel=self.cancel)
@@ -552,7 +527,7 @@ def _started_text(unit: _Unit) -> str:
 def _run_cells(cells: list[Cell], settings: RunSettings, out: Path, junit_dir: Path, jobs: int = 1,
                previous: dict[str, float] | None = None,
                path_times: dict[str, dict[str, float]] | None = None,
-               executor: LocalExecutor | SlurmExecutor | None = None, progress: Progress | None = None) -> int:
+               executor: choose.Executor | None = None, progress: Progress | None = None) -> int:
     """Every cell, up to ``jobs`` process slots at once (``_CellsInFlight``). Results are written
     and summarized in matrix order whatever order the cells finish in."""
     progress = progress or Progress(len(cells))

@@ -13,13 +13,21 @@ from __future__ import annotations
 import argparse
 import json
 import shlex
+import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
 
+from harness import project
 from harness.errors import UsageError
-from harness.exits import EXIT_FAILED, EXIT_INSTALL, EXIT_INTERRUPTED, EXIT_OK
+from harness.executors import choose
+from harness.executors.slurm import SlurmExecutor
+from harness.executors.slurm_job import JobSpec
+from harness.exits import EXIT_FAILED, EXIT_INSTALL, EXIT_INTERRUPTED, EXIT_NO_CLUSTER, EXIT_OK
 from harness.matrix.config import RELEASED_RUNTIMES, Matrix
+from harness.matrix.progress import Progress
+from harness.matrix.supervisor import CellResult, RunSettings
 from harness.releases import envs, interpreters, release_spec
 from harness.releases.catalog import say
 from harness.releases.cells import (
@@ -30,7 +38,7 @@ from harness.releases.cells import (
 )
 from harness.releases.release_spec import ReleaseSpec
 from harness.report import properties as prop
-from harness.report.properties import CHECK_CATALOG
+from harness.report.properties import CHECK_CATALOG, CHECKS
 from harness.scenarios.expected import (
     ExpectedTableError,
     shown_verdict,
@@ -60,7 +68,11 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-a
     p.add_argument("--timeout", type=float, default=900.0,
                    help="per-scenario time limit in seconds (default 900)")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
+    p.add_argument("--checks", default=None, metavar="LIST",
+                   help=f"comma-separated checks to run of {', '.join(CHECKS[:3])} (default: every check the "
+                   "runtime has)")
     interpreters.add_argument(p)
+    choose.add_arguments(p)
     p.set_defaults(handler=releases_command)
 
 
@@ -72,24 +84,35 @@ def releases_command(args: argparse.Namespace) -> int:
     interpreters.apply_argument(args.python)
     if not args.timeout > 0:
         raise UsageError("--timeout must be a positive number of seconds")
+    kinds = _checks(args.checks)
     try:
         load_table()
     except ExpectedTableError as exc:
         raise UsageError(str(exc)) from None
     out: Path = args.out
+    try:
+        own = project.load()
+    except project.ProjectError as exc:
+        raise UsageError(str(exc)) from None
+    try:
+        executor = choose.executor_for(choose.executor_name(args, own.executor), own.slurm, args.deadline, out,
+                                       Progress(0))
+    except choose.NoCluster as exc:
+        print(f"xharness: error: {exc}", file=sys.stderr)
+        return EXIT_NO_CLUSTER
     junit_dir = out / "junit"
     junit_dir.mkdir(parents=True, exist_ok=True)
     for stale in junit_dir.glob("*.xml"):  # this run's directory describes this run only
         stale.unlink()
     started = time.monotonic()
-    releases: list[dict[str, Any]] = []
-    interrupted = False
     with sigterm_interrupts():
-        for spec in specs:
-            entry, interrupted = _run_release(args.runtime, spec, args.timeout, out)
-            releases.append(entry)
-            if interrupted:
-                break
+        try:
+            if isinstance(executor, SlurmExecutor):
+                releases, interrupted = _run_as_jobs(args.runtime, specs, args.timeout, out, kinds, executor)
+            else:
+                releases, interrupted = _run_here(args.runtime, specs, args.timeout, out, kinds)
+        finally:
+            executor.close()
     finish_run(out)
     wall = round(time.monotonic() - started, 1)
     code = EXIT_INTERRUPTED if interrupted else exit_code(releases)
@@ -102,17 +125,84 @@ def releases_command(args: argparse.Namespace) -> int:
     return code
 
 
-def _run_release(runtime: str, spec: ReleaseSpec, timeout: float, out: Path) -> tuple[dict[str, Any], bool]:
-    """One release: its environment, then each of its checks as a supervised cell. Returns its
-    entry of the report and whether the run was interrupted (Ctrl-C or SIGTERM). A release that
-    is a wheel is the cell ``<runtime>-wheel-<digest>``; one on the index keeps its version."""
+def _checks(raw: str | None) -> tuple[str, ...] | None:
+    if raw is None:
+        return None
+    kinds = tuple(k.strip() for k in raw.split(",") if k.strip())
+    unknown = [k for k in kinds if k not in CHECKS[:3]]
+    if not kinds or unknown:
+        raise UsageError(f"--checks: unknown check {', '.join(unknown) or repr(raw)} (known: {', '.join(CHECKS[:3])})")
+    return kinds
+
+
+def _run_here(runtime: str, specs: list[ReleaseSpec], timeout: float, out: Path,
+              kinds: tuple[str, ...] | None) -> tuple[list[dict[str, Any]], bool]:
+    """Each release in turn, each of its checks a supervised cell here."""
+    releases: list[dict[str, Any]] = []
+    for spec in specs:
+        entry, env, checks = _prepare(runtime, spec, timeout, out, kinds)
+        releases.append(entry)
+        t0 = time.monotonic()
+        for check in checks if env is not None else []:
+            result = _run_check(runtime, shlex.quote(spec.text), check, env, out)
+            _take(entry, check, result, out / "junit")
+            if result.interrupted:
+                entry["seconds"] = round(entry["seconds"] + time.monotonic() - t0, 1)
+                return releases, True
+        entry["seconds"] = round(entry["seconds"] + time.monotonic() - t0, 1)
+    return releases, False
+
+
+def _run_as_jobs(runtime: str, specs: list[ReleaseSpec], timeout: float, out: Path,
+                 kinds: tuple[str, ...] | None, executor: SlurmExecutor) -> tuple[list[dict[str, Any]], bool]:
+    """Every check of every release a job of the cluster at once; each release's environment is
+    built here first, where the jobs find it (the shared filesystem)."""
+    releases: list[dict[str, Any]] = []
+    work: list[tuple[dict[str, Any], ReleaseCheck, JobSpec]] = []
+    for spec in specs:
+        entry, env, checks = _prepare(runtime, spec, timeout, out, kinds)
+        releases.append(entry)
+        for check in checks if env is not None else []:
+            settings = check_settings(runtime, shlex.quote(spec.text), check, out)
+            work.append((entry, check, JobSpec(check.cell, settings, "", check.cell.name, python=str(env.python),
+                                               released=runtime, check=check.kind)))
+    progress = Progress(len(work))
+    executor.progress = progress
+    results: dict[int, CellResult] = {}
+
+    def one(index: int, job: JobSpec) -> None:
+        results[index] = executor.run_job(job, progress.for_cell(job.label))[0]
+
+    threads = [threading.Thread(target=one, args=(i, job), daemon=True) for i, (_, _, job) in enumerate(work)]
+    for thread in threads:
+        thread.start()
+    interrupted = False
+    for thread in threads:
+        while thread.is_alive():
+            try:
+                thread.join(timeout=0.5)
+            except KeyboardInterrupt:
+                interrupted = True
+                executor.interrupt()
+    for index, (entry, check, _) in enumerate(work):
+        if index in results:
+            _take(entry, check, results[index], out / "junit")
+            entry["seconds"] = round(entry["seconds"] + results[index].wall, 1)
+    return releases, interrupted or any(r.interrupted for r in results.values())
+
+
+def _prepare(runtime: str, spec: ReleaseSpec, timeout: float, out: Path, kinds: tuple[str, ...] | None
+             ) -> tuple[dict[str, Any], envs.ReleaseEnv | None, list[ReleaseCheck]]:
+    """One release's entry of the report, its environment (None: it could not be installed, and
+    the entry and an error record say why) and the checks to run there. A release that is a
+    wheel is the cell ``<runtime>-wheel-<digest>``; one on the index keeps its version."""
     from harness.report.junit import write_cell_xml
 
     junit_dir = out / "junit"
-    checks = release_checks(runtime, spec.key, timeout)
-    catalog = checks[0].cell
+    checks = [c for c in release_checks(runtime, spec.key, timeout) if kinds is None or c.kind in kinds]
+    catalog = release_checks(runtime, spec.key, timeout)[0].cell
     entry: dict[str, Any] = {"release": spec.label, "cell": catalog.name,
-                             "junit": str(junit_dir / f"{catalog.name}.xml")}
+                             "junit": str(junit_dir / f"{catalog.name}.xml"), "rows": [], "checks": []}
     if spec.kind != release_spec.INDEX:
         entry["spec"] = spec.text
     t0 = time.monotonic()
@@ -123,40 +213,39 @@ def _run_release(runtime: str, spec: ReleaseSpec, timeout: float, out: Path) -> 
         records = [install_error_record(catalog, exc)]
         write_cell_xml(catalog.name, records, junit_dir / f"{catalog.name}.xml")
         entry.update(error=str(exc).splitlines()[0], installed=False, rows=_rows(records),
-                     checks=[], seconds=round(time.monotonic() - t0, 1))
-        return entry, False
+                     seconds=round(time.monotonic() - t0, 1))
+        return entry, None, []
     entry.update(installed=True, env=str(env.path), env_built=env.built,
-                 env_seconds=round(env.seconds, 1), rows=[], checks=[])
-    interrupted = False
-    for check in checks:
-        result = _run_check(runtime, shlex.quote(spec.text), check, env, out)
-        write_cell_xml(check.cell.name, result.records, junit_dir / f"{check.cell.name}.xml")
-        if check.kind == CHECK_CATALOG:
-            entry.update(rows=_rows(result.records), catalog_seconds=round(result.wall, 1))
-        else:
-            entry["checks"].append(check_summary(check, result.records, result.wall,
-                                                 junit_dir / f"{check.cell.name}.xml"))
-        if result.interrupted:
-            interrupted = True
-            break
-    entry["seconds"] = round(time.monotonic() - t0, 1)
-    return entry, interrupted
+                 env_seconds=round(env.seconds, 1), seconds=round(time.monotonic() - t0, 1))
+    return entry, env, checks
 
 
-def _run_check(runtime: str, version: str, check: ReleaseCheck, env: envs.ReleaseEnv, out: Path) -> Any:
-    """One check of a release as a supervised cell in the release's environment."""
-    from harness.matrix.progress import Progress
-    from harness.matrix.supervisor import RunSettings
+def _take(entry: dict[str, Any], check: ReleaseCheck, result: CellResult, junit_dir: Path) -> None:
+    """One check's result into its JUnit file and its release's entry."""
+    from harness.report.junit import write_cell_xml
 
-    cell = check.cell
+    write_cell_xml(check.cell.name, result.records, junit_dir / f"{check.cell.name}.xml")
+    if check.kind == CHECK_CATALOG:
+        entry.update(rows=_rows(result.records), catalog_seconds=round(result.wall, 1))
+    else:
+        entry["checks"].append(check_summary(check, result.records, result.wall, junit_dir / f"{check.cell.name}.xml"))
+
+
+def check_settings(runtime: str, version: str, check: ReleaseCheck, out: Path) -> RunSettings:
+    """The settings a release's check runs under, here or in a job."""
     matrix = Matrix(path=envs.project_root() / "harness/scenarios/expected.toml",
                     root=envs.project_root(), cells={})
-    settings = RunSettings(matrix=matrix, out_dir=out, runtime=check.under_test,
-                           repro_prefix=f"xharness releases {runtime} {version}")
+    return RunSettings(matrix=matrix, out_dir=out, runtime=check.under_test,
+                       repro_prefix=f"xharness releases {runtime} {version}")
+
+
+def _run_check(runtime: str, version: str, check: ReleaseCheck, env: envs.ReleaseEnv, out: Path) -> CellResult:
+    """One check of a release as a supervised cell in the release's environment."""
+    cell = check.cell
     progress = Progress(1)
     progress.cell_started(cell.name, f"{check.kind}: {cell.description} in {env.path}")
-    result = ReleaseCellRun(cell, settings, progress, str(env.python), released=runtime,
-                            check=check.kind).run()
+    result = ReleaseCellRun(cell, check_settings(runtime, version, check, out), progress, str(env.python),
+                            released=runtime, check=check.kind).run()
     progress.cell_finished(cell.name, f"{len(result.records)} record(s) in {result.wall:.1f}s")
     return result
 

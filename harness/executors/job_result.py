@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from harness.executors import SLURM
-from harness.executors.slurm_client import GONE, JobState
+from harness.executors.slurm_client import GONE, UNREACHABLE, JobState
 from harness.executors.slurm_job import attempt_dir, read_result
 from harness.executors.slurm_script import OUTPUT_NAME
 from harness.matrix.config import Cell
@@ -44,6 +44,8 @@ def cause(state: JobState, output: str, deadline: float | None = None) -> tuple[
         return f"preempted{where} by a job of a higher priority, and not requeued", KIND_EXIT
     if state.state == "CANCELLED":
         return f"cancelled{where} (scancel, or the cluster's administrator)", KIND_EXIT
+    if state.state == UNREACHABLE:
+        return f"was left unfollowed: the controller stopped answering ({state.reason})", KIND_EXIT
     if state.state == GONE:
         return "the controller forgot the job before its end was seen (MinJobAge), and no result was written", KIND_EXIT
     if state.state == "COMPLETED":

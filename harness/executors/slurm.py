@@ -54,6 +54,8 @@ class SlurmOptions:
     defaults: JobDefaults = field(default_factory=JobDefaults)
     deadline: float = 7200.0  # seconds after the run starts; a job still waiting then is cancelled
     poll: float = 1.0  # seconds between two looks at the queue
+    #: seconds the controller may go unanswering before the run stops waiting for its jobs
+    patience: float = 300.0
 
 
 class SlurmExecutor:
@@ -75,6 +77,7 @@ class SlurmExecutor:
         self.past_deadline: set[str] = set()
         self.cancelled: set[str] = set()
         self.poll_error = ""
+        self._failing_since: float | None = None
         self.submitted: dict[str, tuple[float, float]] = {}  # job -> (when sbatch was called, its seconds)
         self.running_seen: dict[str, float] = {}  # job -> when it was first seen running
         self._changed = threading.Condition()
@@ -121,11 +124,17 @@ class SlurmExecutor:
     # -- one unit ----------------------------------------------------------------------------------
     def run(self, cell: Cell, settings: RunSettings, progress: CellProgress, shard: str,
             label: str) -> tuple[CellResult, bool]:
+        return self.run_job(JobSpec(cell, settings, shard, label), progress)
+
+    def run_job(self, unit: JobSpec, progress: CellProgress) -> tuple[CellResult, bool]:
+        """Submit one unit as a job and wait for its end: its result (and, as ``run``, whether
+        its release could not be installed)."""
+        cell, settings, label = unit.cell, unit.settings, unit.label
         started = time.monotonic()
         unit_dir = self.jobs_dir / job_name(label)
         shutil.rmtree(unit_dir, ignore_errors=True)
         unit_dir.mkdir(parents=True)
-        spec = write_spec(JobSpec(cell, settings, shard, label), unit_dir)
+        spec = write_spec(unit, unit_dir)
         batch = unit_dir / "job.sh"
         batch.write_text(script(cell, label, unit_dir, self.workdir,
                                 [self.python, "-m", "harness.executors.slurm_job", str(spec)],
@@ -182,13 +191,25 @@ class SlurmExecutor:
             try:
                 seen = slurm_client.query(alive)
             except SlurmError as exc:  # a controller that stops answering: said once, then retried
-                if str(exc) != self.poll_error:
-                    self.poll_error = str(exc)
-                    self.progress.note(f"error: {exc} (retrying)", cell="run")
+                self._unanswered(alive, exc)
                 continue
-            self.poll_error = ""
+            self.poll_error, self._failing_since = "", None
             self._take(seen)
             self._enforce_deadline()
+
+    def _unanswered(self, alive: list[str], exc: SlurmError) -> None:
+        """The controller did not answer: retried until its patience runs out, then every job
+        still followed ends as unreachable (its unit gets a record that says so)."""
+        now = time.monotonic()
+        if str(exc) != self.poll_error:
+            self.poll_error = str(exc)
+            self.progress.note(f"error: {exc} (retrying for up to {self.options.patience:.0f} s)", cell="run")
+        self._failing_since = self._failing_since or now
+        if now - self._failing_since < self.options.patience:
+            return
+        gone = {job: JobState(job, slurm_client.UNREACHABLE, self.states[job].nodes,
+                              f"no answer for {now - self._failing_since:.0f} s: {exc}") for job in alive}
+        self._take(gone)
 
     def _take(self, seen: dict[str, JobState]) -> None:
         with self._changed:

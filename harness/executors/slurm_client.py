@@ -26,6 +26,8 @@ TERMINAL = frozenset({
 WAITING = frozenset({"PENDING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "CONFIGURING"})
 #: a job the controller no longer knows (past its MinJobAge, with no accounting to ask)
 GONE = "GONE"
+#: a job whose controller stopped answering before its end was seen
+UNREACHABLE = "UNREACHABLE"
 COMMAND_TIMEOUT = 30.0  # seconds a controller has to answer one command
 
 
@@ -46,7 +48,7 @@ class JobState:
 
     @property
     def terminal(self) -> bool:
-        return self.state in TERMINAL or self.state == GONE
+        return self.state in TERMINAL or self.state in (GONE, UNREACHABLE)
 
     @property
     def waiting(self) -> bool:

@@ -33,12 +33,17 @@ SPEC_NAME, RESULT_NAME, JUNIT_NAME = "unit.pickle", "result.json", "junit.xml"
 
 @dataclass(frozen=True)
 class JobSpec:
-    """What one job runs: a cell (or part of one), the run's settings, and the part's name."""
+    """What one job runs: a cell (or part of one), the run's settings, and the part's name; for a
+    check of ``xharness releases``, the release environment's interpreter, the released runtime
+    and the check (the environment was built by the submitting run, on the shared filesystem)."""
 
     cell: Cell
     settings: RunSettings
     shard: str
     label: str
+    python: str = ""
+    released: str = ""
+    check: str = ""
 
 
 def attempt_dir(unit_dir: Path, attempt: int) -> Path:
@@ -92,7 +97,14 @@ def main(argv: list[str]) -> int:
     progress.note(f"job {os.environ.get('SLURM_JOB_ID', '?')} attempt {attempt} on "
                   f"{os.environ.get('SLURMD_NODENAME', socket.gethostname())}")
     with sigterm_interrupts():
-        result, not_installed = run_unit(spec.cell, spec.settings, progress, spec.shard)
+        if spec.check:
+            from harness.releases.cells import ReleaseCellRun
+
+            result = ReleaseCellRun(spec.cell, spec.settings, progress, spec.python, released=spec.released or None,
+                                    check=spec.check).run()
+            not_installed = False
+        else:
+            result, not_installed = run_unit(spec.cell, spec.settings, progress, spec.shard)
     write_result(attempt_dir(spec_path.parent, attempt), result, not_installed)
     progress.note(f"attempt {attempt} wrote {len(result.records)} record(s)")
     return 0

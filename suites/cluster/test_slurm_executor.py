@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from cluster_helpers import TWIN_CELLS, xharness_run
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "suites" / "selftest" / "matrix"))
@@ -270,23 +271,41 @@ def test_a_job_waiting_past_the_deadline_is_cancelled_and_recorded(tmp_path: Pat
     assert _jobs_named("xh-") == {}
 
 
-def test_part_of_the_default_matrix_as_jobs_matches_the_local_run(tmp_path: Path, slurm: None) -> None:
-    """The project's own multi-process cells, run here and as jobs: the merged reports agree test
-    for test (node id, cell and outcome), and every record of the jobs names its job."""
-    from matrix_helpers import xharness
+
+def test_part_of_the_default_matrix_as_jobs_matches_the_local_run(tmp_path: Path, slurm: None,
+                                                                   local_twins: Path) -> None:
+    """The default matrix's multi-process cells as jobs: the merged report agrees with the local
+    run's test for test (cell, node id and outcome), and every record names its job."""
+    from harness.report.junit import read_records
+
+    jobs = xharness_run(tmp_path / "slurm", "--on", "slurm", "--cells", ",".join(TWIN_CELLS))
+    assert jobs.returncode == 0, jobs.stdout[-4000:] + jobs.stderr[-2000:]
+
+    def outcomes(out: Path) -> dict[tuple[str, str], str]:
+        return {(r.cell, r.nodeid): r.classification for r in read_records(out / "junit.xml")}
+
+    here, there = outcomes(local_twins), outcomes(tmp_path / "slurm")
+    assert len(here) > 40 and here == there
+    assert all(r.properties.get("executor-job", "").isdigit() for r in read_records(tmp_path / "slurm" / "junit.xml"))
+    assert _jobs_named("xh-") == {}
+
+
+def test_a_releases_checks_run_as_jobs(tmp_path: Path, slurm: None) -> None:
+    """``xharness releases --on slurm``: the release's environment is made here, its check runs as
+    a job, and the verdicts are judged against the expected table as a local run judges them."""
+    out = tmp_path / "releases"
+    env = {k: v for k, v in os.environ.items() if k not in _SCRUB}
+    done = subprocess.run(
+        [sys.executable, "-m", "harness.cli", "releases", "jax", "installed", "--checks", "catalog", "--on", "slurm",
+         "--out", str(out), "--json"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-3000:]
+    import json
 
     from harness.report.junit import read_records
 
-    cells = "cpu-2x4,cpu-2slice"
-    local = xharness("run", "--cells", cells, "--out", str(tmp_path / "local"), cwd=ROOT, timeout=600)
-    jobs = xharness("run", "--on", "slurm", "--cells", cells, "--out", str(tmp_path / "slurm"), cwd=ROOT, timeout=600)
-    assert local.returncode == 0, local.stdout + local.stderr
-    assert jobs.returncode == 0, jobs.stdout + jobs.stderr
-
-    def outcomes(name: str) -> dict[tuple[str, str], str]:
-        return {(r.cell, r.nodeid): r.classification for r in read_records(tmp_path / name / "junit.xml")}
-
-    here, there = outcomes("local"), outcomes("slurm")
-    assert len(here) > 40 and here == there
-    assert all(r.properties.get("executor-job", "").isdigit() for r in read_records(tmp_path / "slurm" / "junit.xml"))
+    (entry,) = json.loads(done.stdout)["releases"]
+    assert entry["installed"] and entry["rows"] and entry["checks"] == []
+    records = read_records(Path(entry["junit"]))
+    assert records and all(r.properties.get("executor-job", "").isdigit() for r in records)
+    assert "job " in done.stderr and "completed on xh-node" in done.stderr, done.stderr[-3000:]
     assert _jobs_named("xh-") == {}

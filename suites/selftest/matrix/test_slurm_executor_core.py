@@ -151,3 +151,33 @@ def test_no_cluster_and_a_misplaced_deadline_are_clear_errors(tmp_path: Path) ->
     assert not (tmp_path / "reports" / "junit").exists() or not any((tmp_path / "reports" / "junit").iterdir())
     done = xharness("run", "--matrix", "matrix.toml", "--deadline", "5", cwd=tmp_path)
     assert done.returncode == EXIT_USAGE and "--deadline is for cells run as jobs: add --on slurm" in done.stderr
+
+
+def test_a_controller_that_stops_answering_ends_the_wait_with_a_record(tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    import io
+
+    from harness.executors import slurm_client
+    from harness.executors.slurm import SlurmExecutor, SlurmOptions
+    from harness.matrix.config import Matrix
+    from harness.matrix.progress import Progress
+    from harness.matrix.supervisor import RunSettings
+
+    def down(jobs: object) -> None:
+        raise slurm_client.SlurmError("squeue: error: Unable to contact slurm controller (connect failure)")
+
+    monkeypatch.setattr(slurm_client, "submit", lambda script, options=(): "77")
+    monkeypatch.setattr(slurm_client, "query", down)
+    monkeypatch.setattr(slurm_client, "details", lambda job: None)
+    stream = io.StringIO()
+    progress = Progress(1, stream=stream)
+    executor = SlurmExecutor(SlurmOptions(poll=0.02, patience=0.3), tmp_path, progress)
+    settings = RunSettings(matrix=Matrix(path=tmp_path / "m.toml", root=tmp_path, cells={}), out_dir=tmp_path)
+    result, _ = executor.run(Cell("c"), settings, progress.for_cell("c"), "", "c")
+    executor.close()
+    (record,) = result.records
+    assert record.nodeid == JOB_ID and record.properties["executor-job"] == "77"
+    assert "job 77 was left unfollowed: the controller stopped answering" in record.final.message
+    assert "Unable to contact slurm controller" in record.final.message
+    assert stream.getvalue().count("retrying for up to") == 1  # said once, not once a poll
+    assert (tmp_path / "jobs" / "xh-c" / "job.sh").read_text().startswith("#!/bin/bash")
