@@ -11,11 +11,13 @@ reported (an error record in its JUnit file and a row in the table) and the othe
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import shlex
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +27,8 @@ from harness.executors import choose
 from harness.executors.slurm import SlurmExecutor
 from harness.executors.slurm_job import JobSpec
 from harness.exits import EXIT_FAILED, EXIT_INSTALL, EXIT_INTERRUPTED, EXIT_NO_CLUSTER, EXIT_OK
-from harness.matrix.config import RELEASED_RUNTIMES, Matrix
+from harness.matrix import schedule
+from harness.matrix.config import RELEASED_RUNTIMES, Cell, Matrix
 from harness.matrix.progress import Progress
 from harness.matrix.supervisor import CellResult, RunSettings
 from harness.releases import envs, interpreters, release_spec
@@ -38,7 +41,7 @@ from harness.releases.cells import (
 )
 from harness.releases.release_spec import ReleaseSpec
 from harness.report import properties as prop
-from harness.report.properties import CHECK_CATALOG, CHECKS
+from harness.report.properties import CHECK_CATALOG, CHECK_SUITES, CHECKS
 from harness.scenarios.expected import (
     ExpectedTableError,
     shown_verdict,
@@ -102,15 +105,17 @@ def releases_command(args: argparse.Namespace) -> int:
         return EXIT_NO_CLUSTER
     junit_dir = out / "junit"
     junit_dir.mkdir(parents=True, exist_ok=True)
+    times = _previous_times(args.runtime, specs, args.timeout, junit_dir)
     for stale in junit_dir.glob("*.xml"):  # this run's directory describes this run only
         stale.unlink()
     started = time.monotonic()
+    plan = _Plan(args.runtime, args.timeout, out, kinds, times)
     with sigterm_interrupts():
         try:
             if isinstance(executor, SlurmExecutor):
-                releases, interrupted = _run_as_jobs(args.runtime, specs, args.timeout, out, kinds, executor)
+                releases, interrupted = _run_as_jobs(plan, specs, executor)
             else:
-                releases, interrupted = _run_here(args.runtime, specs, args.timeout, out, kinds)
+                releases, interrupted = _run_here(plan, specs)
         finally:
             executor.close()
     finish_run(out)
@@ -135,60 +140,99 @@ def _checks(raw: str | None) -> tuple[str, ...] | None:
     return kinds
 
 
-def _run_here(runtime: str, specs: list[ReleaseSpec], timeout: float, out: Path,
-              kinds: tuple[str, ...] | None) -> tuple[list[dict[str, Any]], bool]:
-    """Each release in turn, each of its checks a supervised cell here."""
+@dataclasses.dataclass(frozen=True)
+class _Plan:
+    """What every release of one ``releases`` command runs: its checks, and the last run's seconds
+    per test path of each suites cell (for splitting it)."""
+
+    runtime: str
+    timeout: float
+    out: Path
+    kinds: tuple[str, ...] | None
+    times: dict[str, dict[str, float]]
+
+    def parts(self, check: ReleaseCheck) -> list[tuple[str, Cell, str]]:
+        """The units a check runs as: (label, cell, shard). A release's suites are a long cell, split
+        in two by the last run's seconds per path (``schedule.balance``); any other check is whole."""
+        cell = check.cell
+        if check.kind != CHECK_SUITES or len(cell.paths) < 2:
+            return [(cell.name, cell, "")]
+        split = schedule.balance(cell.paths, self.times.get(cell.name, {}))
+        return [(f"{cell.name}[{i}/{len(split)}]", dataclasses.replace(cell, paths=paths), f"part{i}")
+                for i, paths in enumerate(split, start=1)]
+
+
+def _previous_times(runtime: str, specs: list[ReleaseSpec], timeout: float, junit_dir: Path) -> dict[str, dict[str, float]]:
+    return {c.cell.name: schedule.previous_path_times(c.cell, junit_dir / f"{c.cell.name}.xml")
+            for spec in specs for c in release_checks(runtime, spec.key, timeout) if c.kind == CHECK_SUITES}
+
+
+def _run_here(plan: _Plan, specs: list[ReleaseSpec]) -> tuple[list[dict[str, Any]], bool]:
+    """Each release in turn, each of its checks a supervised cell here (a split one in two
+    processes at once)."""
     releases: list[dict[str, Any]] = []
     for spec in specs:
-        entry, env, checks = _prepare(runtime, spec, timeout, out, kinds)
+        entry, env, checks = _prepare(plan.runtime, spec, plan.timeout, plan.out, plan.kinds)
         releases.append(entry)
         t0 = time.monotonic()
         for check in checks if env is not None else []:
-            result = _run_check(runtime, shlex.quote(spec.text), check, env, out)
-            _take(entry, check, result, out / "junit")
+            result = _run_check(plan, shlex.quote(spec.text), check, env)
+            _take(entry, check, result, plan.out / "junit")
+            entry["seconds"] = round(entry["seconds"] + time.monotonic() - t0, 1)
+            t0 = time.monotonic()
             if result.interrupted:
-                entry["seconds"] = round(entry["seconds"] + time.monotonic() - t0, 1)
                 return releases, True
-        entry["seconds"] = round(entry["seconds"] + time.monotonic() - t0, 1)
     return releases, False
 
 
-def _run_as_jobs(runtime: str, specs: list[ReleaseSpec], timeout: float, out: Path,
-                 kinds: tuple[str, ...] | None, executor: SlurmExecutor) -> tuple[list[dict[str, Any]], bool]:
-    """Every check of every release a job of the cluster at once; each release's environment is
-    built here first, where the jobs find it (the shared filesystem)."""
+def _run_as_jobs(plan: _Plan, specs: list[ReleaseSpec], executor: SlurmExecutor) -> tuple[list[dict[str, Any]], bool]:
+    """Every check of every release a job of the cluster at once (a split one two jobs); each
+    release's environment is built here first, where the jobs find it (the shared filesystem)."""
     releases: list[dict[str, Any]] = []
-    work: list[tuple[dict[str, Any], ReleaseCheck, JobSpec]] = []
+    work: list[tuple[dict[str, Any], ReleaseCheck, list[JobSpec]]] = []
     for spec in specs:
-        entry, env, checks = _prepare(runtime, spec, timeout, out, kinds)
+        entry, env, checks = _prepare(plan.runtime, spec, plan.timeout, plan.out, plan.kinds)
         releases.append(entry)
         for check in checks if env is not None else []:
-            settings = check_settings(runtime, shlex.quote(spec.text), check, out)
-            work.append((entry, check, JobSpec(check.cell, settings, "", check.cell.name, python=str(env.python),
-                                               released=runtime, check=check.kind)))
-    progress = Progress(len(work))
+            settings = check_settings(plan.runtime, shlex.quote(spec.text), check, plan.out)
+            work.append((entry, check, [JobSpec(cell, settings, shard, label, python=str(env.python),
+                                                released=plan.runtime, check=check.kind)
+                                        for label, cell, shard in plan.parts(check)]))
+    progress = Progress(sum(len(jobs) for _, _, jobs in work))
     executor.progress = progress
+    flat = [job for _, _, jobs in work for job in jobs]
+    results = _all_at_once([lambda job=job: executor.run_job(job, progress.for_cell(job.label))[0] for job in flat],
+                           executor.interrupt)
+    interrupted = len(results) < len(flat) or any(r.interrupted for r in results.values())
+    index = 0
+    for entry, check, jobs in work:
+        mine = [results[i] for i in range(index, index + len(jobs)) if i in results]
+        index += len(jobs)
+        if mine:
+            result = mine[0] if len(jobs) == 1 else schedule.combine(check.cell, mine, max(r.wall for r in mine))
+            _take(entry, check, result, plan.out / "junit")
+            entry["seconds"] = round(entry["seconds"] + result.wall, 1)
+    return releases, interrupted
+
+
+def _all_at_once(calls: list[Callable[[], CellResult]], on_interrupt: Callable[[], None]) -> dict[int, CellResult]:
+    """Every call in a thread of its own; their results by index. Ctrl-C or SIGTERM while they
+    run calls ``on_interrupt`` (which makes them end) and keeps waiting for them."""
     results: dict[int, CellResult] = {}
 
-    def one(index: int, job: JobSpec) -> None:
-        results[index] = executor.run_job(job, progress.for_cell(job.label))[0]
+    def one(index: int, call: Callable[[], CellResult]) -> None:
+        results[index] = call()
 
-    threads = [threading.Thread(target=one, args=(i, job), daemon=True) for i, (_, _, job) in enumerate(work)]
+    threads = [threading.Thread(target=one, args=(i, call), daemon=True) for i, call in enumerate(calls)]
     for thread in threads:
         thread.start()
-    interrupted = False
     for thread in threads:
         while thread.is_alive():
             try:
                 thread.join(timeout=0.5)
             except KeyboardInterrupt:
-                interrupted = True
-                executor.interrupt()
-    for index, (entry, check, _) in enumerate(work):
-        if index in results:
-            _take(entry, check, results[index], out / "junit")
-            entry["seconds"] = round(entry["seconds"] + results[index].wall, 1)
-    return releases, interrupted or any(r.interrupted for r in results.values())
+                on_interrupt()
+    return results
 
 
 def _prepare(runtime: str, spec: ReleaseSpec, timeout: float, out: Path, kinds: tuple[str, ...] | None
@@ -239,15 +283,32 @@ def check_settings(runtime: str, version: str, check: ReleaseCheck, out: Path) -
                        repro_prefix=f"xharness releases {runtime} {version}")
 
 
-def _run_check(runtime: str, version: str, check: ReleaseCheck, env: envs.ReleaseEnv, out: Path) -> CellResult:
-    """One check of a release as a supervised cell in the release's environment."""
+def _run_check(plan: _Plan, version: str, check: ReleaseCheck, env: envs.ReleaseEnv) -> CellResult:
+    """One check of a release as a supervised cell in the release's environment; a split one's
+    parts at once, each in its own processes, made one result again."""
     cell = check.cell
-    progress = Progress(1)
-    progress.cell_started(cell.name, f"{check.kind}: {cell.description} in {env.path}")
-    result = ReleaseCellRun(cell, check_settings(runtime, version, check, out), progress, str(env.python),
-                            released=runtime, check=check.kind).run()
-    progress.cell_finished(cell.name, f"{len(result.records)} record(s) in {result.wall:.1f}s")
-    return result
+    settings = check_settings(plan.runtime, version, check, plan.out)
+    parts = plan.parts(check)
+    progress = Progress(len(parts))
+    cancel = threading.Event()
+    settings = dataclasses.replace(settings, cancel=cancel)
+
+    def one(label: str, part: Cell, shard: str) -> CellResult:
+        progress.cell_started(label, f"{check.kind}: {cell.description} in {env.path}"
+                              + (f"; part of its paths: {' '.join(part.paths)}" if shard else ""))
+        run = ReleaseCellRun(part, settings, progress.for_cell(label), str(env.python), released=plan.runtime,
+                             check=check.kind)
+        if shard:
+            run.logs = run.logs / shard
+        result = run.run()
+        progress.cell_finished(label, f"{len(result.records)} record(s) in {result.wall:.1f}s")
+        return result
+
+    started = time.monotonic()
+    if len(parts) == 1:
+        return one(*parts[0])
+    results = _all_at_once([lambda p=p: one(*p) for p in parts], cancel.set)
+    return schedule.combine(cell, [results[i] for i in sorted(results)], time.monotonic() - started)
 
 
 def check_summary(check: ReleaseCheck, records: list[Any], wall: float, junit: Path) -> dict[str, Any]:

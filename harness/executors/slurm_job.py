@@ -100,8 +100,11 @@ def main(argv: list[str]) -> int:
         if spec.check:
             from harness.releases.cells import ReleaseCellRun
 
-            result = ReleaseCellRun(spec.cell, spec.settings, progress, spec.python, released=spec.released or None,
-                                    check=spec.check).run()
+            run = ReleaseCellRun(spec.cell, spec.settings, progress, spec.python, released=spec.released or None,
+                                 check=spec.check)
+            if spec.shard:
+                run.logs = run.logs / spec.shard
+            result = run.run()
             not_installed = False
         else:
             result, not_installed = run_unit(spec.cell, spec.settings, progress, spec.shard)

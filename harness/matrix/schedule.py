@@ -84,18 +84,23 @@ def shards(cell: Cell, settings: RunSettings, jobs: int, times: dict[str, float]
         return [cell]
     if split_pytest_args(settings.pytest_args, settings.matrix.root)[0]:  # paths given after --
         return [cell]
-    parts: list[list[str]] = [[], []]
+    return [dataclasses.replace(cell, paths=part) for part in balance(cell.paths, times)]
+
+
+def balance(paths: tuple[str, ...], times: dict[str, float], count: int = 2) -> list[tuple[str, ...]]:
+    """``paths`` in up to ``count`` parts of about equal seconds by ``times`` (largest first onto
+    the lightest part), else alternating; each part keeps the paths' order, and none is empty."""
+    parts: list[list[str]] = [[] for _ in range(count)]
     if times and any(times.values()):
-        loads = [0.0, 0.0]
-        for path in sorted(cell.paths, key=lambda p: -times.get(p, 0.0)):
+        loads = [0.0] * count
+        for path in sorted(paths, key=lambda p: -times.get(p, 0.0)):
             lighter = loads.index(min(loads))
             parts[lighter].append(path)
             loads[lighter] += times.get(path, 0.0)
     else:
-        for i, path in enumerate(cell.paths):
-            parts[i % 2].append(path)
-    parts = [sorted(part, key=cell.paths.index) for part in parts if part]
-    return [dataclasses.replace(cell, paths=tuple(part)) for part in parts]
+        for i, path in enumerate(paths):
+            parts[i % count].append(path)
+    return [tuple(sorted(part, key=paths.index)) for part in parts if part]
 
 
 def long_cells(cells: list[Cell], jobs: int, previous: dict[str, float]) -> set[str]:
