@@ -21,22 +21,35 @@ source ci/setup.sh
 # suites run on their own below, one test at a time.
 .venv/bin/python -m pytest suites -q -p xdist -n 2 --ignore=suites/cluster "$@"
 
-# The launcher cells and the host faults on a real SLURM cluster of two nodes on this machine
-# (ci/cluster.sh installs slurm-wlm, munge and openmpi-bin from the OS packages when missing, and
-# stops every daemon it started when this script ends): about 3 minutes here.
+# The example plugin as a maintainer uses it (examples/tinyjax): a fresh environment with xharness
+# and the plugin, then list, repro, run over its two cells, teeth and init, each checked (about a
+# minute and a half here, most of it pip). It runs beside the cluster suites below, which spend
+# most of their time waiting on the scheduler (time limits, a node's timeout); its output is
+# printed when both are done.
+example_log="$(mktemp)"
+bash ci/example.sh >"$example_log" 2>&1 &
+example_pid=$!
+
+# The launcher cells, the host faults, and the cells run as jobs (xharness run --on slurm, part of
+# the default matrix against the local run, and every way a job dies) on a real SLURM cluster of
+# two nodes on this machine (ci/cluster.sh installs slurm-wlm, munge and openmpi-bin from the OS
+# packages when missing, and stops every daemon it started when this script ends): about 6
+# minutes here.
+cluster_status=0
 if [ "$(id -u)" = 0 ]; then
   bash ci/cluster.sh start
   trap 'bash ci/cluster.sh stop' EXIT
   eval "$(bash ci/cluster.sh env)"
-  .venv/bin/python -m pytest suites/cluster -q -p no:cacheprovider
+  .venv/bin/python -m pytest suites/cluster -q -p no:cacheprovider || cluster_status=$?
 else
   echo "ci/test.sh: not root: the one-machine SLURM cluster needs root; suites/cluster not run" >&2
 fi
-
-# The example plugin as a maintainer uses it (examples/tinyjax): a fresh environment with xharness
-# and the plugin, then list, repro, run over its two cells, teeth and init, each checked (about a
-# minute and a half here, most of it pip).
-bash ci/example.sh
+example_status=0
+wait "$example_pid" || example_status=$?
+cat "$example_log"
+rm -f "$example_log"
+[ "$cluster_status" = 0 ] || { echo "ci/test.sh: suites/cluster failed (exit $cluster_status)" >&2; exit "$cluster_status"; }
+[ "$example_status" = 0 ] || { echo "ci/test.sh: ci/example.sh failed (exit $example_status)" >&2; exit "$example_status"; }
 
 # The same suites on the newest JAX the project declares, where .venv's Python resolves an older
 # one (JAX 0.11 and later need Python 3.12 or newer): that release's own cached environment on an

@@ -223,6 +223,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("XHARNESS_SKIP_NEWEST", Text("any non-empty value skips"), "", "ci/test.sh: skip the suites on the newest declared JAX"),
     Setting("XHARNESS_SKIP_RELEASES", Text("any non-empty value skips"), "", "ci/test.sh: skip the PyTorch/XLA release step"),
     Setting("XHARNESS_NEWEST_OUT", _PATH, "reports/newest", "ci/newest.sh: its reports"),
+    Setting("XHARNESS_BENCH_OUT", _PATH, "reports/slurm-bench", "ci/slurm_bench.sh: its runs and bench.json"),
     Setting("XHARNESS_RELEASES_OUT", _PATH, "reports/releases", "ci/releases.sh: its reports"),
     Setting("XHARNESS_UPSTREAM_OUT", _PATH, "reports/upstream", "ci/upstream.sh: its reports"),
     Setting("XHARNESS_MUTANTS_OUT", _PATH, "reports/mutants", "ci/mutants.sh: its reports"),
