@@ -14,6 +14,8 @@ from harness.executors.slurm_client import GONE, UNREACHABLE, JobState
 from harness.executors.slurm_job import attempt_dir, read_result
 from harness.executors.slurm_script import OUTPUT_NAME
 from harness.matrix.config import Cell
+from harness.matrix.events import Event, EventReader
+from harness.matrix.outcomes import attempt_from_reports, merge_ranks, properties_from_reports
 from harness.matrix.supervisor import CellResult
 from harness.report import properties as prop
 from harness.report.records import ERROR, KIND_EXIT, KIND_MEMORY, KIND_TIMEOUT, Attempt, TestRecord
@@ -56,12 +58,14 @@ def cause(state: JobState, output: str, deadline: float | None = None) -> tuple[
 
 
 def unit_result(cell: Cell, end: JobState, unit_dir: Path, batch: Path, wall: float, *,
-                interrupted: bool = False, deadline: float | None = None) -> CellResult:
+                interrupted: bool = False, deadline: float | None = None, logs: Path | None = None) -> CellResult:
     """The unit's result from its job's end. Only the last attempt is read (``end.restarts``; the
     newest one written when the controller forgot the job), so a requeue neither loses nor
     doubles a record. ``interrupted``: this run cancelled the job (what it wrote is kept, and the
-    run ends as interrupted). A job that did not complete keeps what it wrote, and gets a record
-    of its end; ``deadline`` says it was cancelled still waiting when the run's deadline passed."""
+    run ends as interrupted). A job that did not complete keeps what it wrote, or where it wrote
+    nothing (its node failed, it was killed over its memory) the tests its event stream in
+    ``logs`` shows finished, and gets a record of its end; ``deadline`` says it was cancelled
+    still waiting when the run's deadline passed."""
     job = end.job
     output = _tail(unit_dir / OUTPUT_NAME.replace("%j", job))
     attempts = sorted((int(p.name.split("-")[1]) for p in unit_dir.glob("attempt-*")), reverse=True)
@@ -81,9 +85,43 @@ def unit_result(cell: Cell, end: JobState, unit_dir: Path, batch: Path, wall: fl
     if read is not None and (end.state == "COMPLETED" or (end.state == GONE and not result.interrupted)):
         return result  # a forgotten job whose last attempt finished is as good as completed
     result.interrupted = False  # the job's own SIGTERM (its time limit) is not the run's interrupt
+    if read is None and logs is not None:
+        result.records = finished_tests(logs, cell, end)
     text, kind = cause(end, output, deadline)
     result.records.append(job_record(cell, job, text, kind, output, batch, end))
     return result
+
+
+def finished_tests(logs: Path, cell: Cell, end: JobState) -> list[TestRecord]:
+    """The tests a job that died had finished on every rank, from the supervisor's event streams
+    in its logs (written and fsynced before each test goes on, so a killed job leaves them whole):
+    what it finished is not lost with it. Each says which job it came from and how that ended."""
+    reports: dict[int, dict[str, list[Event]]] = {}
+    finished: dict[int, set[str]] = {}
+    order: list[str] = []
+    for path in sorted(logs.glob("launch*.rank*.events.jsonl")):
+        rank = int(path.name.split(".rank")[1].split(".")[0])
+        reader = EventReader(path)
+        for event in reader.poll():
+            nodeid = str(event.get("nodeid"))
+            if event.get("event") == "report":
+                reports.setdefault(rank, {}).setdefault(nodeid, []).append(event)
+            elif event.get("event") == "finish":
+                finished.setdefault(rank, set()).add(nodeid)
+                order.append(nodeid)
+    done = set.intersection(*finished.values()) if finished else set()
+    records = []
+    for nodeid in dict.fromkeys(n for n in order if n in done):
+        attempt = merge_ranks({r: attempt_from_reports(reports.get(r, {}).get(nodeid, [])) for r in finished})
+        record = TestRecord(nodeid=nodeid, cell=cell.name, file=nodeid.partition("::")[0])
+        record.attempts.append(attempt)
+        record.properties = {prop.CELL: cell.name, prop.BACKEND: cell.backend, prop.EXECUTOR: SLURM,
+                             prop.EXECUTOR_JOB: end.job, prop.EXECUTOR_NODES: end.nodes,
+                             prop.EXECUTOR_STATE: end.state}
+        for rank in sorted(reports, reverse=True):  # rank 0's values win
+            record.properties.update(properties_from_reports(reports[rank].get(nodeid, [])))
+        records.append(record)
+    return records
 
 
 def job_record(cell: Cell, job: str, text: str, kind: str, output: str, batch: Path,

@@ -155,8 +155,9 @@ class SlurmExecutor:
         with self._changed:
             ours = job in self.cancelled and job not in self.past_deadline  # Ctrl-C or SIGTERM here
             late = job in self.past_deadline
+        logs = settings.out_dir / "logs" / cell.name / unit.shard if unit.shard else settings.out_dir / "logs" / cell.name
         return unit_result(cell, end, unit_dir, batch, time.monotonic() - started, interrupted=ours,
-                           deadline=self.options.deadline if late else None), False
+                           deadline=self.options.deadline if late else None, logs=logs), False
 
     def _wait(self, job: str, settings: RunSettings) -> JobState:
         cancelled_at: float | None = None

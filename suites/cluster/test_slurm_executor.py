@@ -65,6 +65,9 @@ SUITE = {
         import os, time
         from pathlib import Path
 
+        def test_small():
+            assert sum(range(10)) == 45
+
         def test_grows():
             (Path(os.environ["PID_DIR"]) / str(os.getpid())).write_text("")
             held = []
@@ -188,6 +191,7 @@ def test_dead_jobs_are_records_naming_job_node_and_cause(tmp_path: Path, slurm: 
     assert "time limit" in job.message and "xh-node1" in job.message, job.message
     assert late[JOB_RECORD].properties["executor-state"] == "TIMEOUT"
 
+    assert _short(result.records("greedy"))["test_small"].final.outcome == PASSED  # kept from the job's events
     greedy = _short(result.records("greedy"))[JOB_RECORD]
     assert (greedy.final.outcome, greedy.final.kind) == (ERROR, KIND_MEMORY), greedy.final
     assert "out of memory" in greedy.final.message and "memory limit" in greedy.final.message, greedy.final.message

@@ -181,3 +181,33 @@ def test_a_controller_that_stops_answering_ends_the_wait_with_a_record(tmp_path:
     assert "Unable to contact slurm controller" in record.final.message
     assert stream.getvalue().count("retrying for up to") == 1  # said once, not once a poll
     assert (tmp_path / "jobs" / "xh-c" / "job.sh").read_text().startswith("#!/bin/bash")
+
+
+def test_a_job_that_died_without_a_result_keeps_the_tests_its_events_show_finished(tmp_path: Path) -> None:
+    import json
+
+    logs = tmp_path / "logs" / "c"
+    logs.mkdir(parents=True)
+    events = [
+        {"event": "start", "nodeid": "t.py::test_a"},
+        *({"event": "report", "nodeid": "t.py::test_a", "when": when, "outcome": "passed", "duration": 0.5}
+          for when in ("setup", "call", "teardown")),
+        {"event": "finish", "nodeid": "t.py::test_a"},
+        {"event": "start", "nodeid": "t.py::test_b"},
+        {"event": "report", "nodeid": "t.py::test_b", "when": "call", "outcome": "failed", "message": "boom",
+         "duration": 0.1},
+        {"event": "report", "nodeid": "t.py::test_b", "when": "teardown", "outcome": "passed", "duration": 0.0},
+        {"event": "finish", "nodeid": "t.py::test_b"},
+        {"event": "start", "nodeid": "t.py::test_c"},  # the node went away in this one
+        {"event": "report", "nodeid": "t.py::test_c", "when": "setup", "outcome": "passed", "duration": 0.0},
+    ]
+    (logs / "launch1.rank0.events.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events) + '{"event": "fin')
+    unit = tmp_path / "unit"
+    unit.mkdir()
+    cell = Cell("c")
+    result = unit_result(cell, JobState("5", "NODE_FAIL", "xh-node2"), unit, unit / "job.sh", 9.0, logs=logs)
+    assert [r.nodeid for r in result.records] == ["t.py::test_a", "t.py::test_b", JOB_ID]
+    a, b, job = result.records
+    assert a.final.outcome == PASSED and a.final.duration == 1.5 and a.properties["executor-state"] == "NODE_FAIL"
+    assert b.final.outcome == "failed" and b.final.message == "boom"
+    assert "node failure: xh-node2" in job.final.message
