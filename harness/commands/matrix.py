@@ -27,10 +27,11 @@ import time
 from pathlib import Path
 
 from harness import compile_cache, project
+from harness.backends import Backend
 from harness.errors import UsageError
 from harness.executors import LOCAL, choose
 from harness.executors.slurm import SlurmExecutor
-from harness.executors.unit import LocalExecutor
+from harness.executors.unit import LocalExecutor, skipped_cell_record
 from harness.exits import (
     EXIT_FAILED,
     EXIT_INSTALL,
@@ -61,8 +62,6 @@ from harness.matrix.supervisor import (
 from harness.releases import interpreters
 from harness.report import properties as prop
 from harness.report.records import ERROR, FAILED, FLAKY, SKIPPED, Attempt, TestRecord
-
-CELL_ID = "xharness::cell"  # the record of a cell this machine cannot run
 
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -413,12 +412,15 @@ class _CellsInFlight:
         """The cells this machine can run; each other one is recorded as skipped, with the reason."""
         runnable = []
         for cell in cells:
+            if not self.executor.holds_devices and cell.backend != Backend.CPU and not cell.all_devices:
+                runnable.append(cell)  # its devices are its job's node's: probed there (slurm_job)
+                continue
             found = probe(cell)
             if found.available:
                 runnable.append(cell)
                 continue
             self.progress.cell_skipped(cell.name, found.reason)
-            self.keep(cell, CellResult(cell, [_skipped_cell_record(cell, found.reason)], skipped=found.reason))
+            self.keep(cell, CellResult(cell, [skipped_cell_record(cell, found.reason)], skipped=found.reason))
         return runnable
 
     def plan(self, runnable: list[Cell], previous: dict[str, float],
@@ -566,14 +568,6 @@ def _supervisor_error_record(cell: Cell, exc: BaseException) -> TestRecord:
     record = TestRecord(nodeid=SESSION_ID, cell=cell.name)
     record.attempts.append(Attempt(ERROR, message=f"the supervisor of cell {cell.name} failed: "
                                                   f"{type(exc).__name__}: {exc}"))
-    return record
-
-
-def _skipped_cell_record(cell: Cell, reason: str) -> TestRecord:
-    record = TestRecord(nodeid=CELL_ID, cell=cell.name)
-    record.attempts.append(Attempt(SKIPPED, message=f"cell {cell.name} not runnable here: {reason}"))
-    record.properties = {prop.CELL: cell.name, prop.BACKEND: cell.backend, prop.DEVICES: str(cell.total_devices),
-                         prop.PROCESSES: str(cell.processes), prop.SLICES: str(cell.slices)}
     return record
 
 

@@ -22,10 +22,10 @@ import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from harness.executors.unit import run_unit
+from harness.executors.unit import run_unit, skipped_cell_record
 from harness.matrix.config import Cell
 from harness.matrix.interrupt import sigterm_interrupts
-from harness.matrix.progress import Progress
+from harness.matrix.progress import CellProgress, Progress
 from harness.matrix.supervisor import CellResult, RunSettings
 
 SPEC_NAME, RESULT_NAME, JUNIT_NAME = "unit.pickle", "result.json", "junit.xml"
@@ -85,6 +85,19 @@ def read_result(directory: Path, cell: Cell) -> tuple[CellResult, bool, dict[str
     return result, bool(data["not_installed"]), data
 
 
+def _probed(spec: JobSpec, progress: CellProgress) -> tuple[CellResult, bool]:
+    """The unit run on this node, if this node can run its cell (an accelerator cell is probed
+    here, where its devices are, not where the run was started); else its skipped record."""
+    from harness.matrix.probe import probe
+
+    found = probe(spec.cell)
+    if not found.available:
+        reason = f"on node {os.environ.get('SLURMD_NODENAME', socket.gethostname())}: {found.reason}"
+        progress.note(f"skipped: {reason}")
+        return CellResult(spec.cell, [skipped_cell_record(spec.cell, reason)], skipped=reason), False
+    return run_unit(spec.cell, spec.settings, progress, spec.shard)
+
+
 def main(argv: list[str]) -> int:
     if len(argv) != 1:
         print("usage: python -m harness.executors.slurm_job SPEC", file=sys.stderr)
@@ -107,7 +120,7 @@ def main(argv: list[str]) -> int:
             result = run.run()
             not_installed = False
         else:
-            result, not_installed = run_unit(spec.cell, spec.settings, progress, spec.shard)
+            result, not_installed = _probed(spec, progress)
     write_result(attempt_dir(spec_path.parent, attempt), result, not_installed)
     progress.note(f"attempt {attempt} wrote {len(result.records)} record(s)")
     return 0

@@ -13,7 +13,11 @@ import threading
 from harness.matrix.config import Cell
 from harness.matrix.progress import CellProgress
 from harness.matrix.supervisor import CellResult, CellRun, RunSettings
+from harness.report import properties as prop
+from harness.report.records import SKIPPED, Attempt, TestRecord
 
+#: the node id of the record of a cell the machine it was to run on cannot run
+CELL_ID = "xharness::cell"
 #: two cells of one release must not build its environment at once
 _ENV_LOCK = threading.Lock()
 
@@ -64,3 +68,12 @@ class LocalExecutor:
 
     def close(self) -> None:
         pass
+
+
+def skipped_cell_record(cell: Cell, reason: str) -> TestRecord:
+    """The one record of a cell that cannot run where it was to run, with the reason."""
+    record = TestRecord(nodeid=CELL_ID, cell=cell.name)
+    record.attempts.append(Attempt(SKIPPED, message=f"cell {cell.name} not runnable here: {reason}"))
+    record.properties = {prop.CELL: cell.name, prop.BACKEND: cell.backend, prop.DEVICES: str(cell.total_devices),
+                         prop.PROCESSES: str(cell.processes), prop.SLICES: str(cell.slices)}
+    return record

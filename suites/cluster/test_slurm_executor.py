@@ -313,3 +313,14 @@ def test_a_releases_checks_run_as_jobs(tmp_path: Path, slurm: None) -> None:
     assert records and all(r.properties.get("executor-job", "").isdigit() for r in records)
     assert "job " in done.stderr and "completed on xh-node" in done.stderr, done.stderr[-3000:]
     assert _jobs_named("xh-") == {}
+
+
+def test_an_accelerator_cell_is_asked_of_the_cluster_not_of_this_machine(tmp_path: Path, slurm: None) -> None:
+    """This machine has no GPU, and a local run skips the cell; as a job its GPUs are the
+    cluster's to give: the cell asks for them (--gres), and this cluster, which has none, refuses."""
+    _suite(tmp_path, _cell("g", '"tests/test_quick.py"', tmp_path).replace('backend = "cpu"', 'backend = "gpu"'))
+    result = run_matrix(tmp_path, "--on", "slurm", timeout=120)
+    assert result.returncode == EXIT_FAILED, result.stdout + result.stderr
+    record = _short(result.records("g"))[JOB_RECORD]
+    assert "could not be submitted" in record.final.message and "gres" in record.final.message.lower(), record.final.message
+    assert "#SBATCH --gres=gpu:1" in (tmp_path / "out" / "jobs" / "xh-g" / "job.sh").read_text()
