@@ -16,9 +16,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import fnmatch
 import json
-import os
 import queue
 import shlex
 import sys
@@ -40,7 +38,7 @@ from harness.exits import (
     EXIT_OK,
     EXIT_UNAVAILABLE,
 )
-from harness.matrix import schedule
+from harness.matrix import schedule, test_files
 from harness.matrix.config import (
     RELEASED_RUNTIMES,
     RUNTIMES,
@@ -199,7 +197,7 @@ def run_command(args: argparse.Namespace) -> int:
         prefix += f" --release {shlex.quote(release)}"
     given, options = split_pytest_args(tuple(pytest_args), matrix.root)
     if given:  # a suite named after --: it replaces the cells' paths, and is split like them
-        cells = [dataclasses.replace(c, paths=foreign_paths(given, matrix.root)) for c in cells]
+        cells = [dataclasses.replace(c, paths=test_files.foreign_paths(given, matrix.root)) for c in cells]
         pytest_args = options
     if own.runtime is not None:  # the project's runtime, where a cell names none of its own
         cells = [dataclasses.replace(c, runtime_name=c.runtime_name or own.runtime) for c in cells]
@@ -258,64 +256,6 @@ def _executor(name: str, own: project.Project, deadline: float | None, out: Path
     except choose.NoCluster as exc:
         print(f"xharness: error: {exc}", file=sys.stderr)
         return None
-
-
-def foreign_paths(given: list[str], root: Path) -> tuple[str, ...]:
-    """The test paths of a suite named after ``--``. One directory becomes the test files below it
-    (those pytest's ``python_files`` patterns name), so that a long cell of one suite is split over
-    two processes by the last run's seconds per file (``shards``) as finely as pytest-xdist would
-    balance it; pytest collects the same tests from the files as from the directory (the same
-    conftest files and rootdir). Anything else stays as given."""
-    if len(given) != 1 or "::" in given[0] or not (root / given[0]).is_dir():
-        return tuple(given)
-    patterns = _python_files(root)
-    directory = root / given[0]
-    found: list[str] = []
-    for here, dirs, files in os.walk(directory):
-        dirs[:] = sorted(d for d in dirs if not d.startswith((".", "__")) and d not in _SKIPPED_DIRS
-                         and not d.endswith(".egg"))
-        for name in sorted(files):
-            if name.endswith(".py") and any(fnmatch.fnmatch(name, p) for p in patterns):
-                found.append(str(Path(given[0]) / Path(here).relative_to(directory) / name))
-    return tuple(found) if len(found) >= 2 else tuple(given)
-
-
-#: directories pytest does not recurse into by default (``norecursedirs``), nor does the split
-_SKIPPED_DIRS = {"build", "dist", "node_modules", "venv", "CVS", "_darcs", "{arch}"}
-
-
-def _python_files(root: Path) -> list[str]:
-    """pytest's ``python_files`` for a suite run from ``root``: its ini files' setting (pytest.ini,
-    pyproject.toml, tox.ini, setup.cfg, the first that configures pytest), else pytest's default."""
-    import configparser
-    import tomllib
-
-    for name, section in (("pytest.ini", "pytest"), ("pyproject.toml", ""), ("tox.ini", "pytest"),
-                          ("setup.cfg", "tool:pytest")):
-        path = root / name
-        if not path.is_file():
-            continue
-        try:
-            if name == "pyproject.toml":
-                table = tomllib.loads(path.read_text(encoding="utf-8")).get("tool", {}).get("pytest", {})
-                if "ini_options" not in table:
-                    continue
-                value = table["ini_options"].get("python_files")
-            else:
-                parser = configparser.ConfigParser(interpolation=None)
-                parser.read(path, encoding="utf-8")
-                if not parser.has_section(section):
-                    continue
-                value = parser.get(section, "python_files", fallback=None)
-        except (OSError, ValueError, configparser.Error):
-            continue
-        if value:
-            return value.split() if isinstance(value, str) else [str(v) for v in value]
-        return list(_PYTEST_PYTHON_FILES)
-    return list(_PYTEST_PYTHON_FILES)
-
-
-_PYTEST_PYTHON_FILES = ("test_*.py", "*_test.py")
 
 
 def _release_text(runtime: str | None, release: str | None) -> str | None:

@@ -27,7 +27,7 @@ from harness.executors import choose
 from harness.executors.slurm import SlurmExecutor
 from harness.executors.slurm_job import JobSpec
 from harness.exits import EXIT_FAILED, EXIT_INSTALL, EXIT_INTERRUPTED, EXIT_NO_CLUSTER, EXIT_OK
-from harness.matrix import schedule
+from harness.matrix import schedule, test_files
 from harness.matrix.config import RELEASED_RUNTIMES, Cell, Matrix
 from harness.matrix.progress import Progress
 from harness.matrix.supervisor import CellResult, RunSettings
@@ -155,16 +155,32 @@ class _Plan:
         """The units a check runs as: (label, cell, shard). A release's suites are a long cell, split
         in two by the last run's seconds per path (``schedule.balance``); any other check is whole."""
         cell = check.cell
-        if check.kind != CHECK_SUITES or len(cell.paths) < 2:
+        files = _suite_files(cell)
+        if check.kind != CHECK_SUITES or len(files) < 2:
             return [(cell.name, cell, "")]
-        split = schedule.balance(cell.paths, self.times.get(cell.name, {}))
+        split = schedule.balance(files, self.times.get(cell.name, {}))
         return [(f"{cell.name}[{i}/{len(split)}]", dataclasses.replace(cell, paths=paths), f"part{i}")
                 for i, paths in enumerate(split, start=1)]
 
 
+def _suite_files(cell: Cell) -> tuple[str, ...]:
+    """A suites cell's test files, less those its ``--ignore=`` arguments leave out: the units it
+    is split by (its four directories are too coarse to balance two processes)."""
+    ignored = tuple(a.split("=", 1)[1].rstrip("/") + "/" for a in cell.pytest_args if a.startswith("--ignore="))
+    root = envs.project_root()
+    return tuple(f for path in cell.paths for f in test_files.files_below(path, root) if not f.startswith(ignored))
+
+
 def _previous_times(runtime: str, specs: list[ReleaseSpec], timeout: float, junit_dir: Path) -> dict[str, dict[str, float]]:
-    return {c.cell.name: schedule.previous_path_times(c.cell, junit_dir / f"{c.cell.name}.xml")
-            for spec in specs for c in release_checks(runtime, spec.key, timeout) if c.kind == CHECK_SUITES}
+    """The last run's seconds per test file of each release's suites cell."""
+    times = {}
+    for spec in specs:
+        for check in release_checks(runtime, spec.key, timeout):
+            if check.kind == CHECK_SUITES:
+                cell = check.cell
+                files = dataclasses.replace(cell, paths=_suite_files(cell))
+                times[cell.name] = schedule.previous_path_times(files, junit_dir / f"{cell.name}.xml")
+    return times
 
 
 def _run_here(plan: _Plan, specs: list[ReleaseSpec]) -> tuple[list[dict[str, Any]], bool]:
