@@ -259,8 +259,9 @@ def _prepare(runtime: str, spec: ReleaseSpec, timeout: float, out: Path, kinds: 
     from harness.report.junit import write_cell_xml
 
     junit_dir = out / "junit"
-    checks = [c for c in release_checks(runtime, spec.key, timeout) if kinds is None or c.kind in kinds]
-    catalog = release_checks(runtime, spec.key, timeout)[0].cell
+    every = release_checks(runtime, spec.key, timeout)
+    checks = [c for c in every if kinds is None or c.kind in kinds]
+    catalog = every[0].cell
     entry: dict[str, Any] = {"release": spec.label, "cell": catalog.name,
                              "junit": str(junit_dir / f"{catalog.name}.xml"), "rows": [], "checks": []}
     if spec.kind != release_spec.INDEX:

@@ -84,12 +84,15 @@ class SlurmExecutor:
         self._stop = threading.Event()
         self._poller: threading.Thread | None = None
         self._last_summary = 0.0
+        self._capacity: int | None = None
 
     # -- the run's side ----------------------------------------------------------------------------
     def capacity(self) -> int:
         """How many single-process units may run at once: the cluster's CPUs (a SlurmError when
         no controller answers)."""
-        return max(1, slurm_client.total_cpus(self.options.defaults.partition))
+        if self._capacity is None:
+            self._capacity = max(1, slurm_client.total_cpus(self.options.defaults.partition))
+        return self._capacity
 
     def interrupt(self) -> None:
         """Cancel every job of this run that has not ended, by id."""

@@ -1,12 +1,17 @@
 """What the cluster suites share: one local run of the default matrix's multi-process cells, the
-twins that the launcher cells and the cells run as jobs are compared with test for test."""
+twins that the launcher cells and the cells run as jobs are compared with test for test, and the
+fixture of a test that needs the cluster."""
 
 from __future__ import annotations
 
+import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from cluster_helpers import TWIN_CELLS, xharness_run
+from cluster_helpers import ROOT, TWIN_CELLS, xharness_run
+
+from harness.matrix.launchers import SLURM, unavailable
 
 
 @pytest.fixture(scope="session")
@@ -16,3 +21,18 @@ def local_twins(tmp_path_factory: pytest.TempPathFactory) -> Path:
     done = xharness_run(out, "--cells", ",".join(TWIN_CELLS))
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
     return out
+
+
+@pytest.fixture
+def slurm() -> Iterator[None]:
+    """A test that needs the cluster: skipped where none answers; afterwards its blocker jobs are
+    cancelled and a node or munge the test took away is brought back."""
+    why = unavailable(SLURM)
+    if why:
+        pytest.skip(why)
+    yield
+    subprocess.run(["scancel", "--quiet", "--name=blocker"], check=False)
+    cluster = ["bash", str(ROOT / "ci" / "cluster.sh")]
+    if subprocess.run([*cluster, "status"], capture_output=True).returncode != 0:
+        started = subprocess.run([*cluster, "start"], capture_output=True, text=True, timeout=180)
+        assert started.returncode == 0, started.stderr

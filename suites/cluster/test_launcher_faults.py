@@ -15,7 +15,6 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -128,16 +127,6 @@ def _nothing_left(root: Path) -> None:
     assert [pid for pid in recorded if alive(pid)] == []
     assert _squeue().strip() == "", _squeue()
 
-
-@pytest.fixture
-def slurm() -> Iterator[None]:
-    why = unavailable(SLURM)
-    if why:
-        pytest.skip(why)
-    yield
-    if _cluster("status").returncode != 0:  # a test took a node or munge away: bring it back
-        started = _cluster("start")
-        assert started.returncode == 0, started.stderr
 
 
 def _by_name(result_records: dict) -> dict:

@@ -15,10 +15,8 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
 from cluster_helpers import TWIN_CELLS, xharness_run
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -27,7 +25,7 @@ sys.path.insert(0, str(ROOT / "suites" / "selftest" / "matrix"))
 from matrix_helpers import _SCRUB, RunResult, alive, run_matrix, write_matrix, write_suite  # noqa: E402
 
 from harness.exits import EXIT_FAILED, EXIT_INTERRUPTED  # noqa: E402
-from harness.matrix.launchers import SLURM, unavailable  # noqa: E402
+from harness.matrix.launchers import SLURM  # noqa: E402
 from harness.report.records import ERROR, KIND_EXIT, KIND_MEMORY, KIND_TIMEOUT, PASSED  # noqa: E402
 
 CLUSTER = ROOT / "ci" / "cluster.sh"
@@ -148,17 +146,6 @@ def _finish(proc: subprocess.Popen[str], root: Path, started: float) -> RunResul
     stdout, stderr = proc.communicate(timeout=300)
     return RunResult(proc.returncode, stdout, stderr, time.monotonic() - started, root / "out")
 
-
-@pytest.fixture
-def slurm() -> Iterator[None]:
-    why = unavailable(SLURM)
-    if why:
-        pytest.skip(why)
-    yield
-    subprocess.run(["scancel", "--quiet", "--name=blocker"], check=False)
-    if subprocess.run(["bash", str(CLUSTER), "status"], capture_output=True).returncode != 0:
-        started = subprocess.run(["bash", str(CLUSTER), "start"], capture_output=True, text=True, timeout=180)
-        assert started.returncode == 0, started.stderr
 
 
 def _short(records: dict) -> dict:
