@@ -154,7 +154,7 @@ class SlurmExecutor:
             self.submitted[job] = (called, time.monotonic() - called)
             self._start_polling()
         progress.note(f"job {job} submitted ({batch})")
-        end = self._wait(job, settings)
+        end = self._wait(job)
         with self._changed:
             ours = job in self.cancelled and job not in self.past_deadline  # Ctrl-C or SIGTERM here
             late = job in self.past_deadline
@@ -162,17 +162,11 @@ class SlurmExecutor:
         return unit_result(cell, end, unit_dir, batch, time.monotonic() - started, interrupted=ours,
                            deadline=self.options.deadline if late else None, logs=logs), False
 
-    def _wait(self, job: str, settings: RunSettings) -> JobState:
+    def _wait(self, job: str) -> JobState:
         cancelled_at: float | None = None
         with self._changed:
             while not self.states[job].terminal:
-                if settings.cancel is not None and settings.cancel.is_set() and job not in self.cancelled:
-                    self._changed.release()
-                    try:
-                        self.interrupt()
-                    finally:
-                        self._changed.acquire()
-                if job in self.cancelled:
+                if job in self.cancelled:  # by interrupt(), which the run calls on Ctrl-C or SIGTERM
                     cancelled_at = cancelled_at or time.monotonic()
                     if time.monotonic() - cancelled_at > CANCEL_WAIT:
                         break
