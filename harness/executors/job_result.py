@@ -58,8 +58,10 @@ def cause(state: JobState, output: str, deadline: float | None = None) -> tuple[
 
 
 def unit_result(cell: Cell, end: JobState, unit_dir: Path, batch: Path, wall: float, *,
-                interrupted: bool = False, deadline: float | None = None, logs: Path | None = None) -> CellResult:
-    """The unit's result from its job's end. Only the last attempt is read (``end.restarts``; the
+                interrupted: bool = False, deadline: float | None = None,
+                logs: Path | None = None) -> tuple[CellResult, bool]:
+    """The unit's result from its job's end, and whether its release could not be installed
+    (the job says so in its result, as ``run_unit`` does here). Only the last attempt is read (``end.restarts``; the
     newest one written when the controller forgot the job), so a requeue neither loses nor
     doubles a record. ``interrupted``: this run cancelled the job (what it wrote is kept, and the
     run ends as interrupted). A job that did not complete keeps what it wrote, or where it wrote
@@ -71,9 +73,9 @@ def unit_result(cell: Cell, end: JobState, unit_dir: Path, batch: Path, wall: fl
     attempts = sorted((int(p.name.split("-")[1]) for p in unit_dir.glob("attempt-*")), reverse=True)
     last = end.restarts if end.state != GONE else (attempts[0] if attempts else 0)
     read = read_result(attempt_dir(unit_dir, last), cell)
-    result = CellResult(cell, [], wall)
+    result, not_installed = CellResult(cell, [], wall), False
     if read is not None:
-        result, _, data = read
+        result, not_installed, data = read
         node = str(data.get("node") or end.nodes)
         for record in result.records:
             record.properties.update({prop.EXECUTOR: SLURM, prop.EXECUTOR_JOB: job, prop.EXECUTOR_NODES: node})
@@ -81,15 +83,15 @@ def unit_result(cell: Cell, end: JobState, unit_dir: Path, batch: Path, wall: fl
                 record.properties[prop.EXECUTOR_ATTEMPT] = str(last)
     if interrupted:
         result.interrupted = True
-        return result
+        return result, not_installed
     if read is not None and (end.state == "COMPLETED" or (end.state == GONE and not result.interrupted)):
-        return result  # a forgotten job whose last attempt finished is as good as completed
+        return result, not_installed  # a forgotten job whose last attempt finished is as good as completed
     result.interrupted = False  # the job's own SIGTERM (its time limit) is not the run's interrupt
     if read is None and logs is not None:
         result.records = finished_tests(logs, cell, end)
     text, kind = cause(end, output, deadline)
     result.records.append(job_record(cell, job, text, kind, output, batch, end))
-    return result
+    return result, not_installed
 
 
 def finished_tests(logs: Path, cell: Cell, end: JobState) -> list[TestRecord]:

@@ -160,7 +160,7 @@ class SlurmExecutor:
             late = job in self.past_deadline
         logs = settings.out_dir / "logs" / cell.name / unit.shard if unit.shard else settings.out_dir / "logs" / cell.name
         return unit_result(cell, end, unit_dir, batch, time.monotonic() - started, interrupted=ours,
-                           deadline=self.options.deadline if late else None, logs=logs), False
+                           deadline=self.options.deadline if late else None, logs=logs)
 
     def _wait(self, job: str) -> JobState:
         cancelled_at: float | None = None

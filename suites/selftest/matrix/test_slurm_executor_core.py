@@ -93,13 +93,13 @@ def test_a_requeued_job_is_read_from_its_last_attempt_only(tmp_path: Path) -> No
     write_result(attempt_dir(tmp_path, 0), _result([_passed("test_one", cell)], cell, interrupted=True), False)
     write_result(attempt_dir(tmp_path, 1), _result([_passed("test_one", cell), _passed("test_two", cell)], cell), False)
     end = JobState("41", "COMPLETED", "xh-node1", restarts=1)
-    result = unit_result(cell, end, tmp_path, tmp_path / "job.sh", 2.0)
+    result, _ = unit_result(cell, end, tmp_path, tmp_path / "job.sh", 2.0)
     assert [r.nodeid.rsplit("::")[1] for r in result.records] == ["test_one", "test_two"]
     assert not result.interrupted
     assert {r.properties["executor-attempt"] for r in result.records} == {"1"}
     assert {r.properties["executor-job"] for r in result.records} == {"41"}
     # the controller forgot the job: the newest attempt written is read
-    forgot = unit_result(cell, JobState("41", GONE), tmp_path, tmp_path / "job.sh", 2.0)
+    forgot, _ = unit_result(cell, JobState("41", GONE), tmp_path, tmp_path / "job.sh", 2.0)
     assert len(forgot.records) == 2 and JOB_ID not in {r.nodeid for r in forgot.records}
 
 
@@ -107,19 +107,19 @@ def test_a_job_that_died_keeps_what_it_wrote_beside_its_record(tmp_path: Path) -
     cell = Cell("c")
     write_result(attempt_dir(tmp_path, 0), _result([_passed("test_one", cell)], cell, interrupted=True), False)
     (tmp_path / "job-9.out").write_text("slurmstepd: error: *** JOB 9 ON n1 CANCELLED DUE TO TIME LIMIT ***\n")
-    result = unit_result(cell, JobState("9", "TIMEOUT", "n1"), tmp_path, tmp_path / "job.sh", 61.0)
+    result, _ = unit_result(cell, JobState("9", "TIMEOUT", "n1"), tmp_path, tmp_path / "job.sh", 61.0)
     assert not result.interrupted  # the job's own limit is not the run's Ctrl-C
     assert [r.nodeid for r in result.records] == ["tests/test_a.py::test_one", JOB_ID]
     job = result.records[-1]
     assert job.final.kind == KIND_TIMEOUT and "DUE TO TIME LIMIT" in job.final.stderr
     assert job.properties["repro"] == f"sbatch {tmp_path / 'job.sh'}"
     # cancelled by this run: what finished is kept, nothing is blamed
-    ours = unit_result(cell, JobState("9", "CANCELLED", "n1"), tmp_path, tmp_path / "job.sh", 3.0, interrupted=True)
+    ours, _ = unit_result(cell, JobState("9", "CANCELLED", "n1"), tmp_path, tmp_path / "job.sh", 3.0, interrupted=True)
     assert ours.interrupted and [r.nodeid for r in ours.records] == ["tests/test_a.py::test_one"]
     # a job that never wrote anything
     empty = tmp_path / "empty"
     empty.mkdir()
-    (only,) = unit_result(cell, JobState("10", "NODE_FAIL", "n2"), empty, empty / "job.sh", 3.0).records
+    (only,) = unit_result(cell, JobState("10", "NODE_FAIL", "n2"), empty, empty / "job.sh", 3.0)[0].records
     assert only.nodeid == JOB_ID and "node failure: n2" in only.final.message
 
 
@@ -205,9 +205,18 @@ def test_a_job_that_died_without_a_result_keeps_the_tests_its_events_show_finish
     unit = tmp_path / "unit"
     unit.mkdir()
     cell = Cell("c")
-    result = unit_result(cell, JobState("5", "NODE_FAIL", "xh-node2"), unit, unit / "job.sh", 9.0, logs=logs)
+    result, _ = unit_result(cell, JobState("5", "NODE_FAIL", "xh-node2"), unit, unit / "job.sh", 9.0, logs=logs)
     assert [r.nodeid for r in result.records] == ["t.py::test_a", "t.py::test_b", JOB_ID]
     a, b, job = result.records
     assert a.final.outcome == PASSED and a.final.duration == 1.5 and a.properties["executor-state"] == "NODE_FAIL"
     assert b.final.outcome == "failed" and b.final.message == "boom"
     assert "node failure: xh-node2" in job.final.message
+
+
+def test_a_release_the_job_could_not_install_is_said_back(tmp_path: Path) -> None:
+    cell = Cell("c", release="9.9.9")
+    write_result(attempt_dir(tmp_path, 0), _result([_passed("test_one", cell)], cell), True)
+    result, not_installed = unit_result(cell, JobState("3", "COMPLETED", "n1"), tmp_path, tmp_path / "job.sh", 1.0)
+    assert not_installed and len(result.records) == 1
+    write_result(attempt_dir(tmp_path, 0), _result([_passed("test_one", cell)], cell), False)
+    assert not unit_result(cell, JobState("3", "COMPLETED", "n1"), tmp_path, tmp_path / "job.sh", 1.0)[1]
