@@ -36,6 +36,7 @@ from harness.adapters.base import (
     BaseAdapter,
     Unsupported,
 )
+from harness.cell_shape import CellShape, cell_shape
 from harness.properties.base import Invariant
 from harness.scenarios.base import Context, InvariantViolation, Needs, Scenario, Signature
 
@@ -62,6 +63,7 @@ __all__ = [
     "Adapter",
     "AdapterUnavailable",
     "BaseAdapter",
+    "CellShape",
     "Context",
     "Invariant",
     "InvariantViolation",
@@ -69,6 +71,7 @@ __all__ = [
     "Scenario",
     "Signature",
     "Unsupported",
+    "cell_shape",
     "current",
     "get",
     "require",
