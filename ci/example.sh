@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
-# The example plugin (examples/tinyjax) as a maintainer would use it: a copy of its repository, a
-# fresh virtual environment with xharness and the plugin installed (nothing of .venv), and in
-# that repository the commands its README walks through, each checked:
+# The example plugins (examples/tinyjax, a runtime over JAX, and examples/numpyrt, a runtime over
+# numpy alone) as a maintainer would use them: a copy of each one's repository, one fresh virtual
+# environment with xharness and both plugins installed (nothing of .venv), and in each repository
+# the commands its README walks through, each checked:
 #   xharness list / list runtimes / list invariants   the plugin's items, with their distribution
+#   xharness cells                                     both cells test the plugin's runtime
 #   xharness repro (fixed, then --inject)              passes as its expected row says; reproduces
 #   xharness run                                       its suite over its two cells, JUnit checked
-#   xharness teeth --runtime tinyjax                   its invariant and scenario catch its switch
+#                                                      (numpyrt: its device count is the cell's)
+#   xharness teeth --runtime RUNTIME                   its invariant and scenario catch its switch
 #   xharness init in an empty directory, then run      a fresh repository is green at once
 # Usage: ci/example.sh [WORKDIR]   (default: a temporary directory, removed at the end)
 set -euo pipefail
@@ -22,55 +25,102 @@ echo "ci/example.sh: a fresh environment in $work/env"
 env="$work/env/bin"
 "$env/python" -m pip install -q --upgrade pip
 "$env/python" -m pip install -q -e "$project"
-rm -rf "$work/repo"
-cp -r examples/tinyjax "$work/repo"
-"$env/python" -m pip install -q -e "$work/repo"
 export PATH="$env:$PATH"
 unset XHARNESS_PROJECT HARNESS_FAULTS HARNESS_RUNTIME
 
-cd "$work/repo"
+capture() {  # capture COMMAND...: its stdout into `out`; a non-zero exit is a failure, said so
+  "$@" > "$work/out" \
+    || { echo "ci/example.sh: FAILED: \`$*\` exited $? (in $PWD)" >&2; cat "$work/out" >&2; exit 1; }
+}
 check() {  # check DESCRIPTION PYTHON-EXPRESSION-ON-`out` (the last command's stdout)
   "$env/python" -c "import json, sys; out = open('$work/out').read(); assert $2, out" \
     || { echo "ci/example.sh: FAILED: $1" >&2; cat "$work/out" >&2; exit 1; }
   echo "ci/example.sh: ok: $1"
 }
-xharness list --json > "$work/out"
-check "list shows the plugin's scenario with its distribution" \
-  "[(r['distribution'], r['version']) for r in json.loads(out) if r['id'] == 'tinyjax-dropped-axis'] == [('xharness-tinyjax', '0.1.0')]"
-xharness list runtimes > "$work/out"
-check "list runtimes shows tinyjax from the plugin" "'(from xharness-tinyjax 0.1.0)' in out"
-xharness list invariants > "$work/out"
-check "list invariants shows the plugin's invariant" "'tinyjax-spec-round-trip' in out"
-xharness cells --json > "$work/out"
-check "cells: both cells test tinyjax, from the plugin" \
-  "[(c['name'], c['runtime_under_test'], c['plugin']) for c in json.loads(out)['cells']] == [('cpu-1', 'tinyjax', 'xharness-tinyjax 0.1.0'), ('cpu-4', 'tinyjax', 'xharness-tinyjax 0.1.0')]"
-xharness repro tinyjax-dropped-axis --json > "$work/out"
-check "repro (fixed) passes, as the expected row says" \
-  "json.loads(out)['outcome'] == 'passed' and json.loads(out)['verdict']['verdict'] == 'as-expected'"
-xharness repro tinyjax-dropped-axis --inject --json > "$work/out"
-check "repro --inject reproduces with the scenario's signature" \
-  "json.loads(out)['outcome'] == 'reproduced' and json.loads(out)['signature'] == 'layout-lost'"
-xharness run > "$work/out"
-"$env/python" - <<'PY'
+
+# example_checks EXAMPLE DISTRIBUTION VERSION SCENARIO SIGNATURE INVARIANT [MUST-PASS-TEST]
+# A copy of examples/EXAMPLE installed into the environment, then its README's commands in it.
+# The runtime is the example's own name. MUST-PASS-TEST names a test of its suite that must pass
+# (not skip) in every cell: a check that only holds where the cell's shape reached the runtime.
+example_checks() {
+  local example="$1" dist="$2" version="$3" scenario="$4" signature="$5" invariant="$6"
+  local must_pass="${7:-}" runtime="$1" repo="$work/$1"
+  echo "ci/example.sh: example $example ($dist $version)"
+  rm -rf "$repo"
+  cp -r "$project/examples/$example" "$repo"
+  "$env/python" -m pip install -q -e "$repo"
+  cd "$repo"
+
+  capture xharness list --json
+  check "$example: list shows the plugin's scenario with its distribution" \
+    "[(r['distribution'], r['version']) for r in json.loads(out) if r['id'] == '$scenario'] == [('$dist', '$version')]"
+  capture xharness list runtimes
+  check "$example: list runtimes shows $runtime from the plugin" "'(from $dist $version)' in out"
+  capture xharness list invariants
+  check "$example: list invariants shows the plugin's invariant" "'$invariant' in out"
+  capture xharness cells --json
+  check "$example: cells: both cells test $runtime, from the plugin" \
+    "[(c['name'], c['runtime_under_test'], c['plugin']) for c in json.loads(out)['cells']] == [('cpu-1', '$runtime', '$dist $version'), ('cpu-4', '$runtime', '$dist $version')]"
+  capture xharness repro "$scenario" --json
+  check "$example: repro (fixed) passes, as the expected row says" \
+    "json.loads(out)['outcome'] == 'passed' and json.loads(out)['verdict']['verdict'] == 'as-expected'"
+  capture xharness repro "$scenario" --inject --json
+  check "$example: repro --inject reproduces with the scenario's signature" \
+    "json.loads(out)['outcome'] == 'reproduced' and json.loads(out)['signature'] == '$signature'"
+
+  rm -rf reports
+  capture xharness run
+  EXAMPLE="$example" MUST_PASS="$must_pass" SCENARIO="$scenario" INVARIANT="$invariant" "$env/python" - <<'PY'
+import os
 from junitparser import JUnitXml
-for cell, devices in (("cpu-1", 1), ("cpu-4", 4)):
+example, must_pass = os.environ["EXAMPLE"], os.environ["MUST_PASS"]
+own = {f"{os.environ['SCENARIO']}[fixed]", f"{os.environ['SCENARIO']}[injected]", os.environ["INVARIANT"]}
+for cell in ("cpu-1", "cpu-4"):
     xml = JUnitXml.fromfile(f"reports/junit/{cell}.xml")
     cases = [case for suite in xml for case in suite]
-    assert cases and all(c.classname.startswith("tests.") for c in cases), cell
-    assert not any(r._tag in ("failure", "error") for c in cases for r in c.result), cell
-    print(f"ci/example.sh: ok: run, cell {cell}: {len(cases)} tests of the plugin's suite, none failed")
+    # the suite's tests (tests/), and whatever items the harness adds to a project's run
+    suite = [c for c in cases if c.classname.startswith("tests.")]
+    assert suite, f"{cell}: no test of the plugin's suite ran: {[c.classname for c in cases]}"
+    failed = [c.name for c in cases for r in c.result if r._tag in ("failure", "error")]
+    assert not failed, f"{cell}: failed: {failed}"
+    # the plugin's own scenario (both modes) and invariant are items of the run, at its own files
+    items = {c.name: c for c in cases if c.name in own}
+    assert set(items) == own, f"{cell}: the plugin's items missing: {own - set(items)}"
+    files = {c._elem.get("file") for c in items.values()}
+    assert all(f.startswith(f"xharness_{example}/") for f in files), f"{cell}: items not at the plugin's files: {files}"
+    ran = f"{len(suite)} tests of the plugin's suite and its scenario (both modes) and invariant"
+    ran += f" at {', '.join(sorted(files))}"
+    ran += f" ({sum(1 for c in items.values() if c.is_skipped)} skipped by the cell)"
+    ran += ", none failed"
+    if must_pass:
+        found = [c for c in suite if c.name == must_pass]
+        assert found and not found[0].result, f"{cell}: {must_pass} did not pass: {found and found[0].result}"
+        ran += f", {must_pass} passed"
+    print(f"ci/example.sh: ok: {example}: run, cell {cell}: {ran}")
 PY
-xharness teeth --runtime tinyjax --json > "$work/out"
-check "teeth: every declared pair of tinyjax's switch caught" \
-  "sorted((r['check'], r['status']) for r in json.loads(out)['pairs']) == [('tinyjax-dropped-axis', 'caught'), ('tinyjax-spec-round-trip', 'caught')]"
-"$env/python" -c "
-from junitparser import JUnitXml
-cases = [c for s in JUnitXml.fromfile('reports/junit/teeth.xml') for c in s]
-assert len(cases) == 2 and not any(r._tag in ('failure', 'error') for c in cases for r in c.result), cases
-print('ci/example.sh: ok: teeth wrote its JUnit (2 pairs, none failed)')"
 
-mkdir "$work/fresh" && cd "$work/fresh"
-xharness init > "$work/out"
+  capture xharness teeth --runtime "$runtime" --json
+  check "$example: teeth: every declared pair of $runtime's switch caught" \
+    "sorted((r['check'], r['status']) for r in json.loads(out)['pairs']) == sorted([('$scenario', 'caught'), ('$invariant', 'caught')])"
+  EXAMPLE="$example" "$env/python" - <<'PY'
+import os
+from junitparser import JUnitXml
+cases = [c for s in JUnitXml.fromfile("reports/junit/teeth.xml") for c in s]
+assert len(cases) == 2 and not any(r._tag in ("failure", "error") for c in cases for r in c.result), cases
+print(f"ci/example.sh: ok: {os.environ['EXAMPLE']}: teeth wrote its JUnit (2 pairs, none failed)")
+PY
+  cd "$project"
+}
+
+# a runtime over JAX: it sees the cell's devices through jax.devices()
+example_checks tinyjax xharness-tinyjax 0.1.0 tinyjax-dropped-axis layout-lost tinyjax-spec-round-trip
+# a runtime over numpy alone: it learns the cell's devices from api.cell_shape(), and its suite's
+# test_device_count_is_the_cells passes only where that count is the one pyproject.toml promises
+example_checks numpyrt xharness-numpyrt 0.1.0 numpyrt-transposed-placement misplaced-shard \
+  numpyrt-block-placement test_device_count_is_the_cells
+
+rm -rf "$work/fresh" && mkdir "$work/fresh" && cd "$work/fresh"
+capture xharness init
 check "init wrote the section, the example test and the workflow" "out.count('xharness init: write') == 3"
-xharness run > "$work/out"
+capture xharness run
 echo "ci/example.sh: ok: a fresh repository after xharness init runs green ($(tail -1 "$work/out"))"

@@ -1,11 +1,13 @@
 """What a plugin needs, and all it may rely on: the stable surface for plugin authors.
 
-A distribution extends the harness through three entry-point groups (README, "A maintainer's own
-repository"): ``xharness.runtimes`` names an adapter class (:class:`Adapter`, most easily a
-subclass of :class:`BaseAdapter`), ``xharness.scenarios`` a :class:`Scenario`, and
-``xharness.invariants`` an :class:`Invariant`. Everything a plugin imports comes from this module;
-the names here keep their meaning across releases of the harness, and every other module of the
-harness may change.
+A distribution extends the harness through three entry-point groups (docs/how-to/write-a-plugin.md):
+``xharness.runtimes`` names an adapter class (``Adapter``, most easily a subclass of
+``BaseAdapter``), ``xharness.scenarios`` a ``Scenario``, and ``xharness.invariants`` an
+``Invariant``. Everything a plugin imports comes from this module; the names here keep their
+meaning across releases of the harness, and every other module of the harness may change.
+
+The capability names (``TENSORS``, ``MESHES``, ``SHARDING``... and ``CAPABILITIES``, every one)
+are what an adapter declares in ``capabilities`` and what a check ``require``s or ``needs``.
 """
 
 from __future__ import annotations

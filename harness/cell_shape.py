@@ -10,6 +10,8 @@ a cell, under ``pytest`` and in ``xharness repro``.
 
 from __future__ import annotations
 
+import os
+import re
 from dataclasses import dataclass
 
 from harness import settings
@@ -38,14 +40,20 @@ class CellShape:
         return self.devices * self.processes
 
 
+def _jax_count() -> int:
+    """The CPU device count JAX is asked for outside a cell, read where JAX reads it: a count in
+    ``XLA_FLAGS`` (``xharness repro`` honours it) wins over ``JAX_NUM_CPU_DEVICES``."""
+    match = re.search(r"--xla_force_host_platform_device_count[= ](\d+)", os.environ.get("XLA_FLAGS", ""))
+    return int(match.group(1)) if match else int(settings.read("JAX_NUM_CPU_DEVICES"))
+
+
 def cell_shape() -> CellShape:
     """The cell this process runs in, read from the variables every cell sets.
 
     Outside a cell, ``HARNESS_DEVICES`` is unset and the device count is the one the pytest
     plugin and ``xharness repro`` ask JAX for (``JAX_NUM_CPU_DEVICES``, default 8), so a runtime
     that reads it agrees with a JAX-based one in the same process."""
-    devices = settings.read("HARNESS_DEVICES") if settings.raw("HARNESS_DEVICES").strip() else (
-        settings.read("JAX_NUM_CPU_DEVICES"))
+    devices = settings.read("HARNESS_DEVICES") if settings.raw("HARNESS_DEVICES").strip() else _jax_count()
     return CellShape(
         name=settings.raw("HARNESS_CELL"),
         backend=str(settings.read("HARNESS_BACKEND")),

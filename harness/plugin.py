@@ -30,7 +30,8 @@ from typing import Any, TextIO
 
 import pytest
 
-from harness import hooks, settings
+from harness import hooks, project, settings
+from harness.project_items import ProjectChecks
 from harness.report import properties as prop
 
 DEFAULT_CPU_DEVICES = 8
@@ -128,6 +129,7 @@ def pytest_configure(config: pytest.Config) -> None:
     request_cpu_devices()
     _hypothesis_profiles(config)
     _bound_runtime_waits(config.getoption("xharness_timeout"))
+    _project_checks(config)
     if os.environ.get("JAX_COMPILATION_CACHE_DIR"):  # a cell of `xharness run`, or the user's own
         from harness import compile_cache
 
@@ -144,6 +146,22 @@ def pytest_configure(config: pytest.Config) -> None:
         config.pluginmanager.register(_Supervised(config, Path(events)), "xharness-supervised")
     elif config.getoption("xharness_timeout") and not _uses_xdist(config):
         config.pluginmanager.register(_TimeLimit(config.getoption("xharness_timeout")), "xharness-time-limit")
+
+
+def _project_checks(config: pytest.Config) -> None:
+    """In a maintainer's repository (a ``[tool.xharness]`` at or above pytest's root): its runtime
+    is the one under test unless the environment names one (``harness.project``), and its own
+    scenarios and invariants are items of the run (``harness.project_items``). A project file
+    that does not parse is left to the ``xharness`` commands, which report it with its line."""
+    try:
+        own = project.load(config.rootpath)
+    except project.ProjectError:
+        return
+    if not own.configured:
+        return
+    if own.runtime is not None and not settings.raw("HARNESS_RUNTIME").strip():
+        os.environ["HARNESS_RUNTIME"] = own.runtime
+    config.pluginmanager.register(ProjectChecks(own), "xharness-project-checks")
 
 
 #: the share of the per-test limit a wait on one execution may take: a stuck execution then ends

@@ -60,6 +60,7 @@ class Project:
     slurm: dict[str, Any] = field(default_factory=dict)  # partition, account, options, deadline (checked)
     table: str = ""  # the table the keys are in: "tool.xharness", or "" at an xharness.toml's top
     lines: dict[str, int] = field(default_factory=dict, compare=False)
+    runtime_line: int | None = field(default=None, compare=False)  # where ``runtime`` is set
 
     @property
     def configured(self) -> bool:
@@ -74,6 +75,28 @@ class Project:
         if self.path is None:
             return "(no [tool.xharness] found: defaults)"
         return f"{self.path} [{self.table}]" if self.table else str(self.path)
+
+
+@dataclass(frozen=True)
+class RuntimeChoice:
+    """The runtime under test where no command line names one, and where that came from."""
+
+    name: str
+    source: str  # "environment (HARNESS_RUNTIME)", "<file>:<line> runtime", or "default"
+
+
+def runtime_under_test(project: Project, environ: dict[str, str] | None = None) -> RuntimeChoice:
+    """The runtime a plain run tests: ``HARNESS_RUNTIME`` when set (a cell sets it for its
+    processes), else the project's ``runtime``, else the reference runtime. ``xharness run``'s
+    cells, ``xharness config`` and a plain ``pytest`` in the project all read it here, so the
+    three never disagree about which runtime is under test."""
+    named = settings.raw("HARNESS_RUNTIME", environ).strip()
+    if named:
+        return RuntimeChoice(named, "environment (HARNESS_RUNTIME)")
+    if project.runtime is not None:
+        where = f"{project.path}:{project.runtime_line}" if project.runtime_line else str(project.path)
+        return RuntimeChoice(project.runtime, f"{where} runtime")
+    return RuntimeChoice("reference", "default")
 
 
 def find(start: Path | None = None) -> Path | None:
@@ -193,6 +216,7 @@ class _Checker:
             executor=self.choice("executor", table.get("executor"), ("local", "slurm")),
             slurm=self.slurm(table.get("slurm")),
             table=self.prefix,
+            runtime_line=self.line_of("runtime") if runtime is not None else None,
         )
 
     def paths(self, key: str, value: Any) -> tuple[str, ...]:

@@ -53,8 +53,12 @@ def check_adapter_class(entry: entrypoints.EntryPoint, obj: Any) -> str | None:
     if unknown:
         return f"unknown capability {', '.join(map(repr, unknown))} (known: {', '.join(CAPABILITIES)})"
     missing = [m for m in PROTOCOL_METHODS if not callable(getattr(obj, m, None))]
+    if missing and issubclass(obj, BaseAdapter):  # the operations BaseAdapter has no default for
+        return (f"lacks the protocol's {', '.join(missing)}: harness.api.BaseAdapter has no default "
+                "for them, every runtime implements them (the API reference: harness.api.Adapter)")
     if missing:
-        return f"lacks the protocol's {', '.join(missing)} (derive it from harness.api.BaseAdapter)"
+        return (f"lacks the protocol's {', '.join(missing)} (derive it from harness.api.BaseAdapter, "
+                "which has a default for the operations a runtime may lack)")
     return None
 
 
@@ -78,6 +82,15 @@ def adapter_class(name: str) -> type:
     raise UnknownRuntime(str(loaded.broken[0]))
 
 
+def runtime_options(name: str) -> frozenset[str] | None:
+    """The runtime options runtime ``name`` honours (``BaseAdapter.options``); None when its
+    adapter cannot be loaded here, so a caller shows every option rather than guess."""
+    try:
+        return frozenset(getattr(adapter_class(name), "options", frozenset()))
+    except UnknownRuntime:
+        return None
+
+
 def origin(name: str) -> entrypoints.EntryPoint | None:
     """The entry point that registered runtime ``name`` (its distribution and version)."""
     return registry().origin(name)
@@ -85,7 +98,20 @@ def origin(name: str) -> entrypoints.EntryPoint | None:
 
 @functools.cache
 def get(name: str) -> Adapter:
-    """The adapter for ``name`` (one per process)."""
+    """The adapter for ``name`` (one per process).
+
+    Args:
+        name: a registered runtime (``xharness list runtimes``).
+
+    Returns:
+        The adapter, made once per process: its class is loaded, checked against the protocol and
+        instantiated on first use (importing its runtime only then).
+
+    Raises:
+        UnknownRuntime: no runtime of that name is registered, or its plugin cannot be loaded (the
+            message names the distribution, the entry point and the cause); a ``ValueError``.
+        AdapterUnavailable: the runtime's package cannot be imported in this environment.
+    """
     cls = adapter_class(name)
     try:
         adapter: Adapter = cls()
@@ -95,7 +121,17 @@ def get(name: str) -> Adapter:
 
 
 def current() -> Adapter:
-    """The runtime under test in this process (``HARNESS_RUNTIME``, default ``reference``)."""
+    """The runtime under test in this process.
+
+    Returns:
+        ``get(HARNESS_RUNTIME)``: the runtime a matrix cell, ``--runtime`` or the project's
+        ``[tool.xharness] runtime`` chose for this process, the reference runtime by default.
+
+    Raises:
+        UnknownRuntime: ``HARNESS_RUNTIME`` names no registered runtime, or its plugin cannot be
+            loaded.
+        AdapterUnavailable: the runtime's package cannot be imported in this environment.
+    """
     return get(settings.raw("HARNESS_RUNTIME").strip() or "reference")
 
 
@@ -115,4 +151,5 @@ __all__ = [
     "origin",
     "registry",
     "require",
+    "runtime_options",
 ]

@@ -11,12 +11,14 @@ from typing import Any
 
 import numpy as np
 
+from harness import settings
 from harness.adapters import base
 
 
 class ReferenceAdapter(base.TorchStyleAliasing, base.BaseAdapter):
     name = "reference"
     capabilities = frozenset(base.CAPABILITIES)
+    options = frozenset(o.name for o in settings.RUNTIME_OPTIONS)  # every one: they are its own
 
     def __init__(self) -> None:
         import harness.runtime as xr

@@ -48,6 +48,8 @@ def _configure_environment() -> None:
 
 class TorchXlaAdapter(base.TorchStyleAliasing, base.BaseAdapter):
     name = "torch_xla"
+    #: a cell sets them as PyTorch/XLA's own variables (``harness.matrix.config.Cell.environment``)
+    options = frozenset({"functionalization", "param_aliasing"})
 
     def __init__(self) -> None:
         _configure_environment()

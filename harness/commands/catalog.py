@@ -24,6 +24,7 @@ import sys
 import time
 from typing import Any
 
+from harness.commands import plugins
 from harness.errors import UsageError
 from harness.exits import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 
@@ -235,6 +236,7 @@ def cmd_repro(args: argparse.Namespace) -> int:
 
     if args.release or args.runtime in catalog.UPSTREAM_RUNTIMES:
         return _repro_release(args)
+    plugins.require_loadable("xharness repro")
     scenario = _scenario_for(args)
     schedule = None
     if args.schedule is not None:
@@ -399,18 +401,10 @@ def _judge_release(table: Any, scenario: Any, out: dict[str, Any]) -> None:
     """Judge a fixed run of a plugin runtime's scenario by the row for the runtime's version: a
     trigger that fails with one of the scenario's signatures *reproduced* the bug, one that ran
     clean *passed* (``harness.scenarios.expected``)."""
-    from harness.scenarios import expected, runner
+    from harness.scenarios import expected
 
-    names = {sig.name for sig in scenario.signatures}
-    ran = [v for v in out.get("variants", []) if v.get("outcome") != runner.SKIPPED]
-    if out["outcome"] == runner.PASSED:
-        actual = expected.PASSED
-    elif out["outcome"] == runner.SKIPPED:
-        actual = expected.SKIPPED
-    elif ran and all(v.get("signature") in names for v in ran):
-        actual = expected.REPRODUCED
-    else:
-        actual = expected.FAILED
+    actual = expected.actual_outcome(out["outcome"], {sig.name for sig in scenario.signatures},
+                                     out.get("variants", []))
     version = str(out.get("version") or "")
     try:
         verdict = table.judge(scenario.runtime, version, scenario.id, actual,

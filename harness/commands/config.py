@@ -10,6 +10,7 @@ settings, which a selftest keeps equal to the declaration.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import re
 import tomllib
@@ -17,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from harness import project, settings
+from harness.commands import plugins
 from harness.errors import UsageError
 from harness.exits import EXIT_OK
 
@@ -51,11 +53,23 @@ def cmd_config(args: argparse.Namespace) -> int:
     except MatrixError as exc:
         raise UsageError(str(exc)) from None
     rows = settings.effective(project=_project_values(own), matrix=where)
+    chosen = project.runtime_under_test(own)
+    rows = [dataclasses.replace(r, value=chosen.name, source=chosen.source) if r.name == "HARNESS_RUNTIME" else r
+            for r in rows]
+    loaded = plugins.state()
     if args.json:
         print(json.dumps({"project": str(own.path) if own.path else None, "root": str(own.root),
+                          "runtime": {"name": chosen.name, "source": chosen.source},
+                          "plugins": {"distributions": list(loaded.distributions),
+                                      "broken": [str(e) for e in loaded.broken]},
                           "settings": [r.to_dict() for r in rows]}, indent=2))
         return EXIT_OK
     print(f"project: {own.describe()} (root {own.root})")
+    print(f"runtime under test: {chosen.name} (from {chosen.source})")
+    print(f"plugins: {', '.join(loaded.distributions)}; "
+          + (f"{len(loaded.broken)} broken:" if loaded.broken else "all load"))
+    for error in loaded.broken:
+        print(f"  {error}")
     width = max(len(f"{r.name}={r.value}") for r in rows)
     for row in rows:
         label = f"{row.where}: {row.name}" if row.where != settings.ENV else row.name

@@ -26,6 +26,7 @@ from pathlib import Path
 
 from harness import compile_cache, project
 from harness.backends import Backend
+from harness.commands import plugins
 from harness.errors import UsageError
 from harness.executors import LOCAL, choose
 from harness.executors.slurm import SlurmExecutor
@@ -156,7 +157,7 @@ def cells_command(args: argparse.Namespace) -> int:
         status = "runs here" if row["available"] else "SKIPPED  "
         runtime = row["runtime_under_test"] + (f" (from {row['plugin']})" if row["plugin"] else "")
         print(f"{cell.name:<{width}}  {cell.backend:<3}  {_shape(cell):<16} {cell.launcher:<6} "
-              f"{cell.runtime_label():<44} {status}  {row['reason']}"
+              f"{cell.runtime_label(row['runtime_under_test']) or '-':<44} {status}  {row['reason']}"
               + (f"  [{runtime}]" if runtime != "reference" else ""))
     return EXIT_OK
 
@@ -164,6 +165,7 @@ def cells_command(args: argparse.Namespace) -> int:
 # -- run -------------------------------------------------------------------------------------------
 def run_command(args: argparse.Namespace) -> int:
     own = _project()
+    plugins.require_loadable("xharness run")
     matrix = _load(args.matrix)
     if args.out is None:
         args.out = own.reports_dir()
@@ -460,7 +462,7 @@ def _started_text(unit: _Unit) -> str:
     runtime = cell.runtime_name or "reference"
     if cell.release:
         runtime += f" {cell.release}"
-    what = f"{cell.backend} {_shape(cell)}, {runtime}, {cell.runtime_label()}"
+    what = ", ".join(p for p in (f"{cell.backend} {_shape(cell)}", runtime, cell.runtime_label()) if p)
     if unit.shard:
         what += f"; part of its paths: {' '.join(unit.part.paths)}"
     return what

@@ -14,6 +14,7 @@ import sys
 import time
 from pathlib import Path
 
+from harness.commands import plugins
 from harness.errors import UsageError
 
 DEFAULT_DEVICES = 8
@@ -119,6 +120,7 @@ def cmd_teeth(args: argparse.Namespace) -> int:
     if args.jobs is not None and args.jobs < 1:
         raise UsageError(f"--jobs must be at least 1, got {args.jobs}")
 
+    plugins.require_loadable("xharness teeth")
     from harness.teeth import checks as checks_mod
     from harness.teeth import launch, output
     from harness.teeth.matrix import SKIPPED, PairResult, plan

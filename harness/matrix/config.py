@@ -166,10 +166,16 @@ class Cell:
     def multiprocess(self) -> bool:
         return self.processes > 1
 
-    def runtime_label(self) -> str:
-        """A short human description of the runtime options, e.g. ``functionalization=off``."""
+    def runtime_label(self, runtime: str | None = None) -> str:
+        """A short human description of the runtime options, e.g. ``functionalization=off``: only
+        those the runtime under test (``runtime``, else the cell's own, else the reference
+        runtime) honours, so a runtime without options shows none ("" then)."""
+        from harness import adapters
+
+        honoured = adapters.runtime_options(runtime or self.runtime_name or "reference")
         parts = [
-            f"{k}={v}" if isinstance(v, str) else f"{k}={'on' if v else 'off'}" for k, v in sorted(self.runtime.items())
+            f"{k}={v}" if isinstance(v, str) else f"{k}={'on' if v else 'off'}"
+            for k, v in sorted(self.runtime.items()) if honoured is None or k in honoured
         ]
         return " ".join(parts)
 

@@ -506,7 +506,7 @@ class CellRun:
             prop.DEVICES_PER_PROCESS: str(cell.devices),
             prop.PROCESSES: str(cell.processes),
             prop.SLICES: str(cell.slices),
-            prop.RUNTIME: f"{self.settings.runtime} {cell.runtime_label()}",
+            prop.RUNTIME: f"{self.settings.runtime} {cell.runtime_label(self.settings.runtime)}".strip(),
             prop.JAX: self.versions.get(prop.JAX, ""),
             prop.JAXLIB: self.versions.get(prop.JAXLIB, ""),
         }

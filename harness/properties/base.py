@@ -266,19 +266,40 @@ def explained(findings: list[KnownFinding], exc: BaseException) -> list[KnownFin
 
 @dataclass(frozen=True)
 class Invariant:
-    """One rule every runtime must keep (see the module docstring)."""
+    """One rule every runtime must keep: a plain check, the examples that exercise it, and the
+    fault switches it must catch.
 
+    ``check(**example)`` raises ``AssertionError`` (or the runtime's own error) when the runtime
+    breaks the rule, and works without hypothesis; ``hypothesis_test()`` is a ready test for a
+    suite, and ``search()`` the shrunk counterexample ``xharness teeth`` reports. A plugin registers
+    one under the ``xharness.invariants`` entry-point group, named by its ``id``; it is checked when
+    loaded (its ``id`` is the entry point's, it ``needs`` only capabilities the harness knows).
+    """
+
+    #: the invariant's id, as commands name it (``xharness teeth --checks ID``); the entry point's name
     id: str
+    #: one line stating the rule
     title: str
+    #: the plain check: called with one example's values as keyword arguments, it returns when the
+    #: rule holds and raises when it is broken
     check: Callable[..., None]
-    examples: Callable[[], st.SearchStrategy[dict[str, Any]]]  # built lazily: needs the devices
-    catches: tuple[str, ...] = ()  # fault switches it must catch
+    #: a function returning the hypothesis strategy of examples (dicts of ``check``'s keyword
+    #: arguments), built lazily: it may need the devices
+    examples: Callable[[], st.SearchStrategy[dict[str, Any]]]
+    #: the fault switches it must catch (of the runtime under test): ``xharness teeth`` turns each
+    #: on and fails when the search finds no counterexample
+    catches: tuple[str, ...] = ()
+    #: an example's size (dimensions, axes, operations...), the measure a shrunk counterexample is
+    #: reported and bounded by
     size: Callable[[dict[str, Any]], int] = lambda example: 0
-    max_size: int = 0  # the largest shrunk counterexample the teeth tests accept
-    max_examples: int = 100  # per run under the CI profile
+    #: the largest shrunk counterexample the teeth tests accept (0: no bound)
+    max_size: int = 0
+    #: examples per run under the CI profile (scaled with a wider profile: ``scaled_examples``)
+    max_examples: int = 100
     #: examples a search for a counterexample may try (teeth); a focused program search needs more
     #: than a CI run, since a bug's sequence is a small corner of the programs it can draw
     search_examples: int = 0
+    #: the fewest devices the process must address; with fewer the invariant is skipped
     min_devices: int = 1
     #: capabilities of the runtime under test the invariant needs (``harness.adapters.base``)
     needs: tuple[str, ...] = ()

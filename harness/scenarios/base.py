@@ -9,12 +9,16 @@ is decided by matching it against the signatures, never by the variant itself.
 
 from __future__ import annotations
 
+import ast
 import importlib
+import importlib.machinery
 import math
 import re
 import signal as _signal
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 
@@ -33,9 +37,13 @@ class Signature:
     runtime's errors): it is imported when an exception is matched, never for listing the catalog.
     """
 
+    #: the signature's name, as a result reports it (``reproduced: layout-lost``)
     name: str
+    #: the exception class, or ``"module:Name"`` (checked when the scenario loads: a name that
+    #: does not exist is a broken plugin); None for a signature that is a signal only
     exception: type[BaseException] | str | None = None
     message: str = ""  # regular expression searched in str(exception)
+    #: the fatal signal the bug dies of (``signal.SIGSEGV``), for a crash signature
     signal: int | None = None
     crash_mode: str = "raise"  # the HARNESS_CRASH_MODE under which this signature appears
 
@@ -47,6 +55,20 @@ class Signature:
             assert isinstance(found, type) and issubclass(found, BaseException), self.exception
             return found
         return self.exception
+
+    def unresolved(self) -> str | None:
+        """Why ``exception`` names no exception class, or None; checked when the catalog loads,
+        so that a misspelled ``"module:Name"`` is a broken plugin at once, not a scenario whose
+        every injected run ends "failed" with an import error. A module not imported yet is read,
+        not imported (importing it may start a runtime): its top level must bind the name."""
+        if not isinstance(self.exception, str):
+            ok = self.exception is None or (isinstance(self.exception, type)
+                                            and issubclass(self.exception, BaseException))
+            return None if ok else f"signature {self.name!r}: {self.exception!r} is not an exception class"
+        module, colon, name = self.exception.partition(":")
+        if not colon or not module.strip() or not name.strip():
+            return f"signature {self.name!r}: {self.exception!r} is not \"module:ExceptionName\""
+        return _unbound(self.name, module.strip(), name.strip())
 
     def matches_exception(self, exc: BaseException) -> bool:
         wanted = self.exception_type()
@@ -69,6 +91,88 @@ class Signature:
             else self.exception.__name__
         )
         return f"{name}: /{self.message}/" if self.message else name
+
+
+def _unbound(signature: str, module: str, name: str) -> str | None:
+    """Why module ``module`` has no exception class ``name``, or None (see ``Signature.unresolved``)."""
+    where = f"signature {signature!r} names {module}:{name}"
+    loaded = sys.modules.get(module)
+    if loaded is not None:
+        found = getattr(loaded, name, None)
+        if found is None:
+            return f"{where}, but {module} has no {name}"
+        if not (isinstance(found, type) and issubclass(found, BaseException)):
+            what = "a class that derives from no exception" if isinstance(found, type) else f"a {type(found).__name__}"
+            return f"{where}, which is {what}, not an exception class"
+        return None
+    try:
+        spec = _find_unimported(module)
+    except (ImportError, ValueError) as exc:
+        return f"{where}, but {module} cannot be found: {exc}"
+    if spec is None:
+        return f"{where}, but no module {module} is installed"
+    if not (spec.origin or "").endswith(".py"):
+        return None  # an extension module or a namespace: only an import could tell
+    try:
+        tree = ast.parse(Path(spec.origin or "").read_text(encoding="utf-8"))
+    except (OSError, SyntaxError, UnicodeDecodeError):
+        return None  # its import will say what is wrong with it
+    return None if name in _top_level_names(tree) else f"{where}, which {module} does not define"
+
+
+def _find_unimported(module: str) -> importlib.machinery.ModuleSpec | None:
+    """Where ``module`` is, found without importing it or its packages (``importlib.util.find_spec``
+    imports the parents, and a runtime's package may start its backend when imported)."""
+    parts = module.split(".")
+    for i in range(len(parts) - 1, 0, -1):  # from the deepest parent that is imported already
+        parent = sys.modules.get(".".join(parts[:i]))
+        if parent is not None:
+            locations, start = getattr(parent, "__path__", None), i
+            break
+    else:
+        locations, start = None, 0
+    spec = None
+    for depth in range(start, len(parts)):
+        if depth and locations is None:
+            return None  # a parent that is a module, not a package
+        spec = importlib.machinery.PathFinder.find_spec(".".join(parts[: depth + 1]), locations)
+        if spec is None:
+            return None
+        locations = spec.submodule_search_locations
+    return spec
+
+
+def _top_level_names(tree: ast.Module) -> set[str]:
+    """The names a module's top level binds; every name when it cannot tell (``import *`` or a
+    module ``__getattr__``)."""
+    names: set[str] = set()
+    for node in tree.body:
+        if isinstance(node, ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
+            names.add(node.name)
+        elif isinstance(node, ast.Assign | ast.AnnAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names.update(n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name))
+        elif isinstance(node, ast.Import | ast.ImportFrom):
+            if any(alias.name == "*" for alias in node.names):
+                return _EVERY_NAME
+            names.update((alias.asname or alias.name).split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.If | ast.Try):  # a guarded import or definition
+            inner = ast.Module(body=[*ast.iter_child_nodes(node)], type_ignores=[])  # type: ignore[list-item]
+            found = _top_level_names(inner)
+            if found is _EVERY_NAME:
+                return found
+            names |= found
+    return _EVERY_NAME if "__getattr__" in names else names
+
+
+class _Every(set[str]):
+    """A set that holds every name."""
+
+    def __contains__(self, item: object) -> bool:
+        return True
+
+
+_EVERY_NAME: set[str] = _Every()
 
 
 #: the backends a need may name, spelled as ``jax.default_backend()`` spells them (CUDA and ROCm
@@ -97,11 +201,14 @@ class Needs:
     on one sets it itself with ``xr.configure`` inside its variants.
     """
 
+    #: the fewest devices the process must address
     devices: int = 1
     device_multiple: int = 1  # the device count must be a multiple of this
+    #: the fewest processes the cell must have
     processes: int = 1
     max_processes: int = 0  # the most processes the mechanism makes sense in (0: any number)
-    backends: tuple[str, ...] = ()  # empty: any backend
+    #: the backends the mechanism exists on (``cpu``, ``gpu``, ``tpu``); empty: any backend
+    backends: tuple[str, ...] = ()
     why: str = ""  # why the need exists, shown with a skip
 
     def __post_init__(self) -> None:
@@ -167,16 +274,24 @@ class Context:
     """Everything a variant gets: the seed and a generator drawn from it, the device count, and
     the backend it runs on (a race variant sizes its trials by it)."""
 
+    #: the run's seed (``xharness repro --seed``, 0 by default); ``rng`` is drawn from it
     seed: int
+    #: whether the scenario's fault switch is on for this run (injected mode); the harness turns
+    #: the switch on itself, so a variant rarely needs to read this
     inject: bool
+    #: the devices this process addresses in the cell (8 CPU devices outside the matrix)
     devices: int
+    #: the backend the variant runs on: ``cpu``, ``gpu`` or ``tpu``
     backend: str = Backend.CPU
+    #: a numpy generator seeded with ``seed``: draw inputs from it (or with ``normal``) so that a
+    #: run replays exactly
     rng: np.random.Generator = field(init=False)
 
     def __post_init__(self) -> None:
         self.rng = np.random.default_rng(self.seed)
 
     def normal(self, *shape: int) -> np.ndarray:
+        """A float32 array of ``shape`` drawn from ``rng`` (standard normal)."""
         return self.rng.standard_normal(shape).astype(np.float32)
 
 
@@ -185,15 +300,36 @@ Variant = Callable[[Context], None]
 
 @dataclass(frozen=True)
 class Scenario:
+    """One bug of the catalog: where it was reported, the code that re-creates its trigger, and
+    how it shows itself.
+
+    Each variant runs twice: *fixed* (the fault switch off: it must pass, or do what the expected
+    table says of the runtime's release) and *injected* (the switch on: it must raise an error
+    that one of ``signatures`` matches). A plugin registers one under the ``xharness.scenarios``
+    entry-point group, named by its ``id``; it is checked when loaded (its ``id`` is the entry
+    point's, its ``runtime`` is registered, each signature's exception class exists).
+    """
+
+    #: the scenario's id, as commands name it (``xharness repro ID``); the entry point's name
     id: str
+    #: one line saying what goes wrong
     title: str
-    upstream: tuple[str, ...]  # issue/PR references, e.g. "pytorch/xla#9078"
+    #: issue/PR references, e.g. "pytorch/xla#9078" (empty for a bug found in-house)
+    upstream: tuple[str, ...]
+    #: the part of the runtime the bug lives in (``"FSDPv2 spec preparation"``)
     component: str
+    #: what the variants do to show the bug, in one line
     trigger: str
-    fault: str  # the fault switch that re-creates the bug (a switch of ``runtime``)
+    #: the fault switch that re-creates the bug (a switch of ``runtime``)
+    fault: str
+    #: how the bug shows itself: an injected run passes when it raises (or dies of) one of these
     signatures: tuple[Signature, ...]
+    #: the reproducers by name: functions of a ``Context`` that return when all is well and raise
+    #: when anything is wrong (the signatures decide whether the error is the bug)
     variants: dict[str, Variant]
+    #: what a cell must offer to host every variant; a cell that lacks it skips with the reason
     needs: Needs = Needs()
+    #: the upstream story, for people (``xharness list`` and the reports show it)
     story: str = ""
     #: per variant, what it needs beyond ``needs``: a variant whose mechanism exists on some
     #: backends only runs where both are met and is skipped, with the reason, elsewhere

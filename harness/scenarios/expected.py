@@ -236,6 +236,23 @@ def judge(
     return Verdict(UNEXPECTED, expected, actual, f"expected {expected}{where}, got {actual}")
 
 
+def actual_outcome(outcome: str, signatures: set[str], variants: list[Mapping[str, object]]) -> str:
+    """What a fixed run of a runtime as installed *did*, in the table's words: it ran clean
+    (:data:`PASSED`), every variant that ran failed with one of the scenario's ``signatures``
+    (:data:`REPRODUCED`: the bug is in this release), nothing could run (:data:`SKIPPED`), or it
+    broke some other way (:data:`FAILED`). ``outcome`` and ``variants`` are a runner result's
+    (``harness.scenarios.runner.Result.to_json``), read by ``xharness repro`` from its child and
+    by a project's scenario items in process."""
+    ran = [v for v in variants if v.get("outcome") != SKIPPED]
+    if outcome == PASSED:
+        return PASSED
+    if outcome == SKIPPED:
+        return SKIPPED
+    if ran and all(v.get("signature") in signatures for v in ran):
+        return REPRODUCED
+    return FAILED
+
+
 def load(path: Path | None = None, scenarios: tuple[str, ...] | None = None) -> ExpectedTable:
     """Read and validate the table; ``scenarios`` (default: the catalog's ids) are the names a
     row may use. Raises :class:`ExpectedTableError` naming the line of the offending row."""

@@ -33,7 +33,7 @@ def check_scenario(entry: entrypoints.EntryPoint, obj: Any) -> str | None:
     if obj.runtime not in adapters.names():
         return (f"the scenario's runtime {obj.runtime!r} is not registered (known: "
                 f"{', '.join(adapters.names())}); register its adapter under xharness.runtimes")
-    return None
+    return next((why for sig in obj.signatures if (why := sig.unresolved()) is not None), None)
 
 
 @functools.cache

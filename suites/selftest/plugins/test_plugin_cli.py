@@ -1,5 +1,6 @@
 """The commands with plugins installed: a broken plugin never breaks ``xharness list``, a command
-that needs it exits 2 with its name, and a plugin's scenario runs through ``xharness repro``."""
+that judges a runtime exits 2 naming every broken item, and a plugin's scenario runs through
+``xharness repro``."""
 
 from __future__ import annotations
 
@@ -58,7 +59,24 @@ def test_a_command_that_needs_a_broken_plugin_exits_2_naming_it(site: Path, tmp_
     assert "plug-dist 1.2.3 (xharness.runtimes: ghost = plug_ghost.adapter:Ghost)" in run.stderr, run.stderr
 
 
-def test_a_plugins_scenario_runs_fixed_and_injected(site: Path) -> None:
+def test_repro_refuses_while_another_item_of_the_plugin_is_broken(site: Path) -> None:
+    """The scenario asked for loads, but its distribution's other items do not: a run that
+    leaves them out cannot be trusted, so nothing runs."""
+    done = _xharness(site, "repro", "plug-seen", "--json")
+    assert done.returncode == 2 and not done.stdout
+    assert "2 plugin item(s) cannot be loaded" in done.stderr
+    assert "(xharness.runtimes: ghost = plug_ghost.adapter:Ghost): cannot import plug_ghost.adapter" in done.stderr
+    assert "(xharness.scenarios: plug-broken = plug_pkg.scen:NOT_A_SCENARIO)" in done.stderr
+
+
+@pytest.fixture
+def good_site(tmp_path: Path) -> Path:
+    return fake_dist(tmp_path / "good", "plug-dist", "1.2.3", {
+        "xharness.scenarios": {"plug-seen": "plug_pkg.scen:SCENARIO"}}, {"plug_pkg.scen": REFERENCE_SCENARIO})
+
+
+def test_a_plugins_scenario_runs_fixed_and_injected(good_site: Path) -> None:
+    site = good_site
     fixed = _xharness(site, "repro", "plug-seen", "--json")
     assert fixed.returncode == 0, fixed.stderr
     assert json.loads(fixed.stdout)["outcome"] == "passed"
