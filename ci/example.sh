@@ -121,6 +121,6 @@ example_checks numpyrt xharness-numpyrt 0.1.0 numpyrt-transposed-placement mispl
 
 rm -rf "$work/fresh" && mkdir "$work/fresh" && cd "$work/fresh"
 capture xharness init
-check "init wrote the section, the example test and the workflow" "out.count('xharness init: write') == 3"
+check "init wrote the section, the example test, the workflow and .gitignore" "out.count('xharness init: write') == 4"
 capture xharness run
 echo "ci/example.sh: ok: a fresh repository after xharness init runs green ($(tail -1 "$work/out"))"

@@ -1,18 +1,24 @@
 """``xharness init``: what a maintainer's repository needs to run the harness, written for them.
 
-Three files, each refused when it exists unless ``--force`` says to replace it:
+It reads the repository first: the runtime its ``pyproject.toml`` registers (``--runtime``, or a
+question on a terminal, where it registers several), its expected-outcomes table (a TOML file
+with ``[[expect]]`` rows), and how xharness itself is installed here (``harness.install_source``).
+Then three files, each refused when it exists unless ``--force`` says to replace it:
 
 * the ``[tool.xharness]`` section, appended to the repository's ``pyproject.toml`` (or an
-  ``xharness.toml`` where there is none): the test paths and the starter cells
-  (``harness/matrix/starter.toml``), with the other keys shown commented out;
+  ``xharness.toml`` where there is none): the test paths, the runtime and the table it found, and
+  the starter cells (``harness/matrix/starter.toml``), with the other keys shown commented out;
 * an example test that uses the pytest plugin's fixtures and markers, so that the first
   ``xharness run`` has something green to show across the cells;
-* a GitHub Actions workflow: one job per cell (``xharness run --cells``), each uploading its JUnit
-  file, then one job that merges them into the report, the dashboard and the step summary. Every
+* a GitHub Actions workflow that installs the same xharness: one job per cell (``xharness run
+  --cells``, whose items include the project's own scenarios and invariants), each uploading its
+  JUnit file, a ``teeth`` job for the project's own runtime, then one job that merges them into
+  the report, the dashboard and the step summary. Every
   action is pinned to a commit, no job keeps the checkout's credentials, and every job reads the
   repository only (what ``zizmor`` asks of a workflow).
 
-It says what it wrote, and writes nothing when it refuses: an error leaves the repository as it was.
+``reports/`` is added to ``.gitignore`` once. It says what it wrote, and writes nothing when it
+refuses: an error leaves the repository as it was.
 """
 
 from __future__ import annotations
@@ -24,6 +30,8 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness import install_source
+from harness.entrypoints import OWN_DISTRIBUTION, RUNTIMES
 from harness.errors import UsageError
 from harness.exits import EXIT_OK
 from harness.matrix.config import STARTER
@@ -54,6 +62,9 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-a
     p.add_argument("--dir", type=Path, default=Path("."), help="the repository's root (default: .)")
     p.add_argument("--force", action="store_true", help="replace what exists (the section, the files)")
     p.add_argument("--python", default="3.12", metavar="X.Y", help="the Python the workflow sets up (default 3.12)")
+    p.add_argument("--runtime", default=None, metavar="NAME",
+                   help="the runtime under test, where the repository registers several (default: ask on a "
+                   "terminal, else the first its pyproject.toml registers, named on stderr)")
     p.set_defaults(handler=cmd_init)
 
 
@@ -73,10 +84,17 @@ def cmd_init(args: argparse.Namespace) -> int:
     if not re.fullmatch(r"3\.\d+", args.python):
         raise UsageError(f"--python must be a version like 3.12, got {args.python!r}")
     cells = starter_cells()
+    runtime = choose_runtime(registered_runtimes(root), args.runtime, sys.stdin.isatty())
+    table = find_expected(root)
+    install = install_source.installed(OWN_DISTRIBUTION)
+    if install.local_only:
+        print(f"xharness init: note: the workflow installs {install.requirement}: {install.local_only}",
+              file=sys.stderr)
     plans = [
-        config_plan(root, cells, args.force),
+        config_plan(root, cells, args.force, runtime, table),
         file_plan(root / TEST_FILE, example_test(), args.force),
-        file_plan(root / WORKFLOW_FILE, workflow(cells, args.python), args.force),
+        file_plan(root / WORKFLOW_FILE, workflow(cells, args.python, install, runtime), args.force),
+        *gitignore_plan(root),
     ]
     for plan in plans:  # every check first: a refusal writes nothing at all
         plan.path.parent.mkdir(parents=True, exist_ok=True)
@@ -84,6 +102,86 @@ def cmd_init(args: argparse.Namespace) -> int:
         print(f"xharness init: {plan.action} {plan.path}")
     print("next: xharness cells (what runs here), then xharness run", file=sys.stderr)
     return EXIT_OK
+
+
+def registered_runtimes(root: Path) -> list[str]:
+    """The runtimes the repository's own ``pyproject.toml`` registers (``xharness.runtimes``), in
+    the file's order; none when it has no such file or it does not parse (``xharness run`` then
+    reports the file with its line)."""
+    try:
+        data = tomllib.loads((root / PYPROJECT).read_text(encoding="utf-8"))
+    except (OSError, tomllib.TOMLDecodeError):
+        return []
+    group = data.get("project", {}).get("entry-points", {}).get(RUNTIMES, {})
+    return [str(name) for name in group] if isinstance(group, dict) else []
+
+
+def choose_runtime(registered: list[str], named: str | None, interactive: bool) -> str | None:
+    """The runtime ``runtime`` is set to: ``--runtime``, else the one the repository registers,
+    else (several) the user's answer on a terminal or the first, named on stderr; None when the
+    repository registers none (the reference runtime, left commented out)."""
+    from harness import adapters
+
+    if named is not None:
+        known = [*registered, *(n for n in adapters.names() if n not in registered)]
+        if named not in known:
+            raise UsageError(f"--runtime: unknown runtime {named!r} (registered: {', '.join(known)}; a "
+                             "runtime of this repository must be installed: pip install -e .)")
+        return named
+    if len(registered) <= 1:
+        return registered[0] if registered else None
+    if interactive:
+        answer = input(f"xharness init: this repository registers {', '.join(registered)}; which is "
+                       f"under test? [{registered[0]}] ").strip()
+        if answer and answer not in registered:
+            raise UsageError(f"{answer!r} is not one of {', '.join(registered)} (nothing was written)")
+        return answer or registered[0]
+    print(f"xharness init: this repository registers runtimes {', '.join(registered)}; chose "
+          f"{registered[0]} (--runtime NAME chooses another)", file=sys.stderr)
+    return registered[0]
+
+
+#: where ``init`` looks for an expected-outcomes table: the usual names, then any TOML file at the
+#: root or one directory down whose top level has ``[[expect]]`` rows
+EXPECTED_NAMES = ("expected.toml", "xharness-expected.toml")
+
+
+def find_expected(root: Path) -> str | None:
+    """The repository's expected-outcomes table, relative to the root, or None."""
+    named = [root / n for n in EXPECTED_NAMES]
+    rest = sorted(p for pattern in ("*.toml", "*/*.toml") for p in root.glob(pattern) if p not in named)
+    for path in [*named, *rest]:
+        if path.name in (PYPROJECT, OWN_FILE) or not path.is_file():
+            continue
+        try:
+            data = tomllib.loads(path.read_text(encoding="utf-8"))
+        except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError):
+            continue
+        if isinstance(data.get("expect"), list):
+            return path.relative_to(root).as_posix()
+    return None
+
+
+#: the lines of a .gitignore that already keep the reports out of git
+_IGNORED = {"reports", "reports/", "/reports", "/reports/", "reports/*", "/reports/*"}
+
+
+def gitignore_plan(root: Path) -> list[Planned]:
+    """``reports/`` added to ``.gitignore`` (made when missing), unless it is there already."""
+    path = root / ".gitignore"
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        text = None
+    except OSError as exc:
+        raise UsageError(f"cannot read {path}: {exc.strerror or exc} (nothing was written)") from None
+    if text is not None and _IGNORED & {line.strip() for line in text.splitlines()}:
+        return []
+    entry = "# what xharness run writes (xharness init)\nreports/\n"
+    if text is None:
+        return [Planned(path, entry, "write")]
+    joined = text if text.endswith("\n") or not text else text + "\n"
+    return [Planned(path, joined + entry, "append reports/ to")]
 
 
 def starter_cells() -> dict[str, dict[str, object]]:
@@ -98,17 +196,18 @@ def file_plan(path: Path, text: str, force: bool) -> Planned:
     return Planned(path, text, "replace" if path.exists() else "write")
 
 
-def config_plan(root: Path, cells: dict[str, dict[str, object]], force: bool) -> Planned:
+def config_plan(root: Path, cells: dict[str, dict[str, object]], force: bool, runtime: str | None = None,
+                expected: str | None = None) -> Planned:
     """The ``[tool.xharness]`` section in ``pyproject.toml`` (appended, or replacing the one there
     with ``--force``), else a new ``xharness.toml``."""
     own = root / OWN_FILE
     pyproject = root / PYPROJECT
     if own.exists() or not pyproject.exists():
-        return file_plan(own, config_text(cells, table=""), force)
+        return file_plan(own, config_text(cells, table="", runtime=runtime, expected=expected), force)
     text = pyproject.read_text(encoding="utf-8")
     lines = text.splitlines(keepends=True)
     start = next((i for i, line in enumerate(lines) if _SECTION.match(line)), None)
-    section = config_text(cells, table="tool.xharness")
+    section = config_text(cells, table="tool.xharness", runtime=runtime, expected=expected)
     if start is None:
         joined = text if text.endswith("\n") or not text else text + "\n"
         return Planned(pyproject, f"{joined}\n{section}", "append to")
@@ -128,7 +227,8 @@ def _in_section(lines: list[str], start: int, index: int) -> bool:
     return _SECTION.match(lines[owner]) is not None
 
 
-def config_text(cells: dict[str, dict[str, object]], table: str) -> str:
+def config_text(cells: dict[str, dict[str, object]], table: str, runtime: str | None = None,
+                expected: str | None = None) -> str:
     """The starter section: under ``[tool.xharness]`` in a pyproject, at the top of xharness.toml."""
     prefix = f"{table}." if table else ""
     head = f"[{table}]\n" if table else ""
@@ -136,8 +236,10 @@ def config_text(cells: dict[str, dict[str, object]], table: str) -> str:
         "# How xharness runs this repository (README of xharness: \"A maintainer's own repository\").\n",
         head,
         'testpaths = ["tests"]\n',
-        '# runtime = "reference"        # the runtime under test: `xharness list runtimes`\n',
-        '# expected = "expected.toml"   # expected outcomes of your scenarios on your releases\n',
+        (f"runtime = {_toml(runtime)}   # the runtime under test: `xharness list runtimes`\n" if runtime
+         else '# runtime = "reference"        # the runtime under test: `xharness list runtimes`\n'),
+        (f"expected = {_toml(expected)}   # expected outcomes of your scenarios on your releases\n" if expected
+         else '# expected = "expected.toml"   # expected outcomes of your scenarios on your releases\n'),
         '# matrix = "ci/matrix.toml"    # a matrix file instead of the cells below\n',
         'reports = "reports"\n',
     ]
@@ -185,15 +287,58 @@ def test_split_over_devices(adapter, devices):
 '''
 
 
+def _teeth_job(python: str, runtime: str) -> str:
+    """The job that checks the runtime's fault switches are caught by the checks that declare
+    them (``xharness teeth``): a scenario or invariant that lost its teeth fails CI."""
+    return f"""
+  teeth:
+    permissions:
+      contents: read
+    runs-on: ubuntu-latest
+    timeout-minutes: 30
+    steps:
+      - uses: {_uses("actions/checkout")}
+        with:
+          persist-credentials: false
+      - uses: {_uses("actions/setup-python")}
+        with:
+          python-version: "{python}"
+      - name: Install
+        run: |
+          python -m pip install "$XHARNESS"
+          python -m pip install -e .
+      - name: Every declared fault switch of {runtime} caught
+        run: xharness teeth --runtime {runtime}
+      - name: Upload the teeth JUnit
+        if: always()
+        uses: {_uses("actions/upload-artifact")}
+        with:
+          name: junit-teeth
+          path: reports/junit/teeth.xml
+          if-no-files-found: warn
+"""
+
+
 def _uses(action: str) -> str:
     sha, tag = ACTIONS[action]
     return f"{action}@{sha} # {tag}"
 
 
-def workflow(cells: dict[str, dict[str, object]], python: str) -> str:
+def workflow(cells: dict[str, dict[str, object]], python: str,
+             install: install_source.InstallLine | None = None, runtime: str | None = None) -> str:
     """A template of data: the GitHub Actions workflow ``init`` writes, read as it will be
-    written, so it stays one piece."""
+    written, so it stays one piece. ``install`` is how xharness is installed here (the workflow
+    installs the same); a project's own runtime gets a ``teeth`` job, whose JUnit joins the
+    report."""
     names = ", ".join(cells)
+    install = install or install_source.InstallLine(OWN_DISTRIBUTION, "index")
+    where = {"index": "the version installed where `xharness init` ran, from the package index",
+             "vcs": "the commit installed where `xharness init` ran",
+             "directory": "the directory xharness was installed from where `xharness init` ran",
+             "archive": "the archive xharness was installed from where `xharness init` ran"}[install.source]
+    caveat = f"\n  # NOTE: {install.local_only}" if install.local_only else ""
+    teeth = _teeth_job(python, runtime) if runtime and runtime != "reference" else ""
+    needs = "[cells, teeth]" if teeth else "[cells]"
     return f"""# xharness across the cells of [tool.xharness]: one job per cell, then one report.
 # Written by `xharness init`; every action is pinned to a commit, no job keeps the checkout's
 # credentials, and every job only reads the repository.
@@ -206,8 +351,8 @@ on:
 permissions: {{}}
 
 env:
-  # where pip gets xharness from (a version, or a git URL: "xharness @ git+https://...")
-  XHARNESS: xharness
+  # where pip gets xharness from: {where}{caveat}
+  XHARNESS: "{install.requirement}"
 
 jobs:
   cells:
@@ -242,11 +387,11 @@ jobs:
           name: junit-${{{{ matrix.cell }}}}
           path: reports/junit/*.xml
           if-no-files-found: warn
-
+{teeth}
   report:
     permissions:
       contents: read
-    needs: [cells]
+    needs: {needs}
     if: always()
     runs-on: ubuntu-latest
     timeout-minutes: 15

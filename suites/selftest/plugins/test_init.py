@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import cli, project
+from harness import cli, install_source, project
 from harness.commands import init as starter
 from harness.matrix.config import project_matrix
 
@@ -74,10 +74,106 @@ def test_the_workflow_pins_the_actions_the_harness_pins(tmp_path: Path) -> None:
     assert "persist-credentials: false" in text and "permissions: {}" in text
 
 
+REGISTERS = """\
+[project]
+name = "myrt"
+version = "0.1"
+
+[project.entry-points."xharness.runtimes"]
+{names}
+"""
+
+
+def _registering(root: Path, *names: str) -> Path:
+    """A repository whose pyproject registers ``names`` (the harness' own runtimes, so that the
+    section ``init`` writes loads here without installing anything)."""
+    root.mkdir(parents=True, exist_ok=True)
+    lines = "\n".join(f'{n} = "pkg.adapter:{n.title()}"' for n in names)
+    (root / "pyproject.toml").write_text(REGISTERS.format(names=lines))
+    return root
+
+
+def test_init_sets_the_runtime_the_repository_registers_and_its_table(tmp_path: Path,
+                                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    root = _registering(tmp_path / "one", "jax")
+    (root / "tables").mkdir()
+    (root / "tables" / "outcomes.toml").write_text('[[expect]]\nruntime = "jax"\nreleases = ">=0.1"\n'
+                                                   'scenario = "aliased-save"\noutcome = "passed"\n')
+    assert _init(root) == 0
+    found = project.read(root / "pyproject.toml")
+    assert found.runtime == "jax" and found.expected == root / "tables" / "outcomes.toml"
+    text = (root / starter.WORKFLOW_FILE).read_text()
+    assert "xharness teeth --runtime jax" in text and "needs: [cells, teeth]" in text
+    # several: --runtime chooses; without it (no terminal) the first is chosen and named
+    several = _registering(tmp_path / "two", "jax", "torch_xla")
+    assert _init(several, "--runtime", "torch_xla") == 0
+    assert project.read(several / "pyproject.toml").runtime == "torch_xla"
+    capsys.readouterr()
+    several = _registering(tmp_path / "three", "jax", "torch_xla")
+    assert _init(several) == 0
+    assert project.read(several / "pyproject.toml").runtime == "jax"
+    assert "registers runtimes jax, torch_xla; chose jax (--runtime NAME chooses another)" in capsys.readouterr().err
+    assert _init(_registering(tmp_path / "four", "jax"), "--runtime", "nosuch") == 2
+    assert "--runtime: unknown runtime 'nosuch'" in capsys.readouterr().err
+    assert not (tmp_path / "four" / starter.WORKFLOW_FILE).exists()
+
+
+def test_init_without_a_runtime_leaves_it_commented_out(tmp_path: Path) -> None:
+    assert _init(tmp_path) == 0
+    text = (tmp_path / "xharness.toml").read_text()
+    assert '# runtime = "reference"' in text and "# expected = " in text
+    assert project.read(tmp_path / "xharness.toml").runtime is None
+    assert "teeth" not in (tmp_path / starter.WORKFLOW_FILE).read_text()
+
+
+def test_init_keeps_reports_out_of_git_once(tmp_path: Path) -> None:
+    assert _init(tmp_path) == 0
+    assert (tmp_path / ".gitignore").read_text().splitlines()[-1] == "reports/"
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / ".gitignore").write_text("*.pyc")  # no newline at its end
+    assert _init(other) == 0
+    assert (other / ".gitignore").read_text() == "*.pyc\n# what xharness run writes (xharness init)\nreports/\n"
+    assert _init(other, "--force") == 0  # there already: not added twice
+    assert (other / ".gitignore").read_text().count("reports/") == 1
+
+
+@pytest.mark.parametrize(("direct_url", "line", "local"), [
+    (None, "xharness==1.2", False),
+    ({"url": "https://github.com/o/xharness.git", "vcs_info": {"vcs": "git", "commit_id": "ab12"}},
+     "xharness @ git+https://github.com/o/xharness.git@ab12", False),
+    ({"url": "https://github.com/o/mono.git", "vcs_info": {"vcs": "git", "commit_id": "cd34"}, "subdirectory": "py"},
+     "xharness @ git+https://github.com/o/mono.git@cd34#subdirectory=py", False),
+    ({"url": "https://example.org/xharness-1.2-py3-none-any.whl", "archive_info": {"hashes": {}}},
+     "xharness @ https://example.org/xharness-1.2-py3-none-any.whl", False),
+    ({"url": "file:///wheels/xharness-1.2-py3-none-any.whl", "archive_info": {}},
+     "xharness @ file:///wheels/xharness-1.2-py3-none-any.whl", True),
+    ({"url": "file:///src/xharness", "dir_info": {"editable": True}}, "xharness @ file:///src/xharness", True),
+])
+def test_the_install_line_reproduces_how_xharness_is_installed(direct_url: dict[str, object] | None, line: str,
+                                                               local: bool) -> None:
+    found = install_source.requirement("xharness", "1.2", direct_url)
+    assert found.requirement == line and bool(found.local_only) == local
+    text = starter.workflow(starter.starter_cells(), "3.12", found)
+    assert f'XHARNESS: "{line}"' in text and ("# NOTE: " in text) == local
+
+
+def test_the_install_line_of_this_installation(tmp_path: Path) -> None:
+    """The harness installed here: its recorded source, or its version from an index."""
+    from importlib import metadata
+
+    here = install_source.installed("xharness")
+    assert here.requirement.startswith("xharness")
+    recorded = any(d.read_text("direct_url.json") for d in metadata.distributions(name="xharness"))
+    assert (here.source == "index") == (not recorded)
+    assert _init(tmp_path) == 0
+    assert f'XHARNESS: "{here.requirement}"' in (tmp_path / starter.WORKFLOW_FILE).read_text()
+
+
 @pytest.mark.skipif(shutil.which("zizmor") is None and not (ROOT / ".venv" / "bin" / "zizmor").exists(),
                     reason="zizmor is not installed (the test extra installs it)")
 def test_the_workflow_is_zizmor_clean(tmp_path: Path) -> None:
-    assert _init(tmp_path) == 0
+    assert _init(_registering(tmp_path, "jax")) == 0  # with its teeth job
     zizmor = shutil.which("zizmor") or str(ROOT / ".venv" / "bin" / "zizmor")
     done = subprocess.run([zizmor, "--offline", str(tmp_path / ".github" / "workflows")],
                           capture_output=True, text=True, timeout=120)
