@@ -161,7 +161,9 @@ Check = Callable[[EntryPoint, Any], str | None]
 def load_group(group: str, check: Check, names: tuple[EntryPoint, ...] | None = None) -> Loaded:
     """Load every item of ``group`` and check each: a duplicate name (the harness' own item, or
     the first one found, keeps it), an import that fails, or an object ``check`` rejects is a
-    :class:`PluginError` in ``broken``; the rest are ``items``."""
+    :class:`PluginError` in ``broken``; the rest are ``items``. Loading a whole group says each
+    broken item on stderr (:func:`warn`), so that no command that loads plugins keeps quiet about
+    one; the commands that judge a runtime refuse to run instead (``harness.commands.plugins``)."""
     loaded = Loaded()
     for entry in names if names is not None else entry_points(group):
         clash = loaded.origin(entry.name) or next(
@@ -180,6 +182,8 @@ def load_group(group: str, check: Check, names: tuple[EntryPoint, ...] | None = 
             loaded.broken.append(PluginError(entry, reason))
             continue
         loaded.items[entry.name] = (entry, obj)
+    if names is None:
+        warn(loaded.broken)
     return loaded
 
 
