@@ -119,6 +119,44 @@ example_checks tinyjax xharness-tinyjax 0.1.0 tinyjax-dropped-axis layout-lost t
 example_checks numpyrt xharness-numpyrt 0.1.0 numpyrt-transposed-placement misplaced-shard \
   numpyrt-block-placement test_device_count_is_the_cells
 
+# The tutorial ("Your runtime in thirty minutes"), from its page alone: the files it has the reader
+# write, installed, then `xharness init` and `xharness run` as it says; the runtime's scenario must
+# be in the JUnit in both modes at the reader's own file, and an import error planted in one of its
+# modules must stop the run (exit 2), naming the entry point.
+tutorial="$work/tutorial"
+rm -rf "$tutorial" && mkdir "$tutorial"
+"$env/python" ci/tutorial_files.py docs/tutorials/your-runtime.md "$tutorial"
+"$env/python" -m pip install -q -e "$tutorial"
+cd "$tutorial"
+capture xharness init
+capture xharness run
+"$env/python" - <<'PY'
+import tomllib
+from junitparser import JUnitXml
+groups = tomllib.load(open("pyproject.toml", "rb"))["project"]["entry-points"]
+(scenario, where), = groups["xharness.scenarios"].items()
+(invariant, inv_where), = groups["xharness.invariants"].items()
+file_of = lambda value: value.split(":")[0].replace(".", "/") + ".py"
+wanted = {f"{scenario}[fixed]": file_of(where), f"{scenario}[injected]": file_of(where), invariant: file_of(inv_where)}
+ran = {}
+for cell in ("cpu-1", "cpu-8"):
+    cases = {c.name: c for s in JUnitXml.fromfile(f"reports/junit/{cell}.xml") for c in s}
+    failed = [n for n, c in cases.items() if any(r._tag in ("failure", "error") for r in c.result)]
+    assert not failed, f"{cell}: failed: {failed}"
+    for name, path in wanted.items():
+        assert name in cases and cases[name]._elem.get("file") == path, (cell, name, path, sorted(cases))
+        if not cases[name].is_skipped:
+            ran.setdefault(name, []).append(cell)
+assert set(ran) == set(wanted), f"never ran in any cell: {set(wanted) - set(ran)}"
+print(f"ci/example.sh: ok: the tutorial's repository: {', '.join(sorted(wanted))} ran ({ran}), none failed")
+PY
+echo "import myrt_missing_dependency" >> "$(ls "$tutorial"/*/invariants.py)"
+status=0
+xharness run > "$work/out" 2>&1 || status=$?
+check "the tutorial's repository with a planted import error: run exits 2 naming the entry point" \
+  "$status == 2 and 'cannot import' in out and \"No module named 'myrt_missing_dependency'\" in out and 'xharness.invariants' in out"
+cd "$project"
+
 rm -rf "$work/fresh" && mkdir "$work/fresh" && cd "$work/fresh"
 capture xharness init
 check "init wrote the section, the example test, the workflow and .gitignore" "out.count('xharness init: write') == 4"

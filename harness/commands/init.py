@@ -297,16 +297,7 @@ def _teeth_job(python: str, runtime: str) -> str:
     runs-on: ubuntu-latest
     timeout-minutes: 30
     steps:
-      - uses: {_uses("actions/checkout")}
-        with:
-          persist-credentials: false
-      - uses: {_uses("actions/setup-python")}
-        with:
-          python-version: "{python}"
-      - name: Install
-        run: |
-          python -m pip install "$XHARNESS"
-          python -m pip install -e .
+{_setup_steps(python)}
       - name: Every declared fault switch of {runtime} caught
         run: xharness teeth --runtime {runtime}
       - name: Upload the teeth JUnit
@@ -317,6 +308,21 @@ def _teeth_job(python: str, runtime: str) -> str:
           path: reports/junit/teeth.xml
           if-no-files-found: warn
 """
+
+
+def _setup_steps(python: str) -> str:
+    """The steps every job that runs the project starts with: the checkout, Python, the same
+    xharness as here, and the repository's own distribution (its plugin) when it has one."""
+    return f"""      - uses: {_uses("actions/checkout")}
+        with:
+          persist-credentials: false
+      - uses: {_uses("actions/setup-python")}
+        with:
+          python-version: "{python}"
+      - name: Install
+        run: |
+          python -m pip install "$XHARNESS"
+          if [ -f pyproject.toml ] && grep -q '^\\[project\\]' pyproject.toml; then python -m pip install -e .; fi"""
 
 
 def _uses(action: str) -> str:
@@ -366,16 +372,7 @@ jobs:
         cell: [{names}]
     name: cell ${{{{ matrix.cell }}}}
     steps:
-      - uses: {_uses("actions/checkout")}
-        with:
-          persist-credentials: false
-      - uses: {_uses("actions/setup-python")}
-        with:
-          python-version: "{python}"
-      - name: Install
-        run: |
-          python -m pip install "$XHARNESS"
-          if [ -f pyproject.toml ] && grep -q '^\\[project\\]' pyproject.toml; then python -m pip install -e .; fi
+{_setup_steps(python)}
       - name: Run the cell
         env:
           CELL: ${{{{ matrix.cell }}}}
