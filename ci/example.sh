@@ -150,9 +150,12 @@ for cell in ("cpu-1", "cpu-8"):
 assert set(ran) == set(wanted), f"never ran in any cell: {set(wanted) - set(ran)}"
 print(f"ci/example.sh: ok: the tutorial's repository: {', '.join(sorted(wanted))} ran ({ran}), none failed")
 PY
-echo "import myrt_missing_dependency" >> "$(ls "$tutorial"/*/invariants.py)"
+planted="$(ls "$tutorial"/*/invariants.py)"
+cp "$planted" "$work/invariants.py.orig"
+echo "import myrt_missing_dependency" >> "$planted"
 status=0
 xharness run > "$work/out" 2>&1 || status=$?
+cp "$work/invariants.py.orig" "$planted"  # the environment is shared with what follows
 check "the tutorial's repository with a planted import error: run exits 2 naming the entry point" \
   "$status == 2 and 'cannot import' in out and \"No module named 'myrt_missing_dependency'\" in out and 'xharness.invariants' in out"
 cd "$project"

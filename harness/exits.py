@@ -1,8 +1,9 @@
 """The exit codes of every ``xharness`` command, declared once.
 
 A CI step, a bisect script or a wrapper branches on these numbers, so each number means one thing
-whatever command returns it, and each has one name. The commands return these names; the README's
-table of exit codes is checked against ``TABLE`` (``suites/selftest/test_readme.py``). The module
+whatever command returns it, and each has one name. The commands return these names; the
+documentation's table of exit codes is generated from ``TABLE`` (docs/reference/exit-codes.md,
+filled by docs/_hooks/reference.py; ``suites/selftest/test_docs.py`` checks it). The module
 sits at the bottom of the package so that a room that decides an outcome (the release catalog, the
 scenario child, the benchmarks) names the same constant the command returns.
 """
@@ -64,7 +65,7 @@ TABLE: tuple[ExitCode, ...] = (
 
 
 def markdown_table() -> str:
-    """The README's table of exit codes, as this module declares them."""
+    """The documentation's table of exit codes, as this module declares them."""
     rows = ["| code | name | meaning |", "|---|---|---|"]
     rows += [f"| {e.code} | `{e.name}` | {e.meaning} |" for e in TABLE]
     return "\n".join(rows)

@@ -7,8 +7,9 @@ ignored. Three places hold settings: the environment (``HARNESS_*`` and ``XHARNE
 and the JAX variable the harness interprets), a matrix cell (``ci/matrix.toml``'s keys), and a
 project's ``[tool.xharness]`` (``harness.project``). Each is declared here; the modules that read
 them read through :func:`read`, the parsers of the matrix file and the project file take their key
-lists from here, ``xharness config`` shows them with their sources, and the README's table of
-settings is generated from this declaration (``xharness config --markdown``).
+lists from here, ``xharness config`` shows them with their sources, and the documentation's table
+of settings is generated from this declaration (docs/reference/settings.md; ``xharness config
+--markdown`` prints the same).
 
 Every command checks the environment before it starts anything (:func:`check_environment`, called
 by ``harness.cli``): a bad value is a :class:`SettingError` (exit 2) that names the variable, where
@@ -478,7 +479,8 @@ def effective(environ: Mapping[str, str] | None = None,
 
 
 def markdown_table() -> str:
-    """The README's table of settings (generated: ``xharness config --markdown``)."""
+    """The documentation's table of settings (docs/reference/settings.md, generated when the site
+    is built; ``xharness config --markdown`` prints it)."""
     lines = ["| setting | where | accepts | default | meaning |", "|---|---|---|---|---|"]
     def cell(text: str) -> str:
         return text.replace("|", "\\|")

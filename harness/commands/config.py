@@ -3,8 +3,8 @@
 As ``git config --show-origin`` or ``pip config list`` do: the environment's variables (set, or
 their defaults) and the project's ``[tool.xharness]`` keys (the file and line they are set on, or
 the default), from the declaration in ``harness.settings``. Both are checked first, as every
-command checks them, so a bad value exits 2 here too. ``--markdown`` prints the README's table of
-settings, which a selftest keeps equal to the declaration.
+command checks them, so a bad value exits 2 here too. ``--markdown`` prints the table of settings,
+the one the documentation generates from the declaration (docs/reference/settings.md).
 """
 
 from __future__ import annotations

@@ -93,7 +93,7 @@ class KnownFinding:
         return not self.match or re.search(self.match, f"{type(leaf).__name__}: {leaf}") is not None
 
 
-#: what the invariants found on real runtimes (see the README's "Runtimes under test")
+#: what the invariants found on real runtimes (docs/reference/invariants.md, "Known findings")
 KNOWN_FINDINGS: list[KnownFinding] = [
     KnownFinding(
         invariant="host-copy",

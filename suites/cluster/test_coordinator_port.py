@@ -4,8 +4,8 @@ the same port when they share that node. The second job's coordination service b
 an error (its gRPC server shares the port), its ranks initialize as if nothing happened, and the
 first job, which did nothing wrong, is aborted: "1 unexpectedly tried to connect with a different
 incarnation. It has likely restarted." (``ci/coordinator_port.sh`` makes the pair of jobs on the
-one-machine cluster; README, "Launchers and clusters".) When a JAX release stops aliasing the
-ports or refuses the second bind, this test fails, and the README's note must change with it."""
+one-machine cluster; docs/explanation/slurm.md, "A finding".) When a JAX release stops aliasing
+the ports or refuses the second bind, this test fails, and that page's note must change with it."""
 
 from __future__ import annotations
 
