@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The test job, from a fresh machine: system packages, a virtual environment with the project and
-# its test extra, lint, then every suite. The README's test command is `bash ci/test.sh`.
+# its test extra, lint, the documentation site, then every suite. The README's test command is
+# `bash ci/test.sh`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -10,6 +11,11 @@ source ci/setup.sh
 .venv/bin/ruff check .
 # the rooms import only downwards ([tool.importlinter] in pyproject.toml)
 .venv/bin/lint-imports
+# the documentation site, strictly: a broken link, a missing anchor or a reference to a name that
+# does not exist fails it; built into a temporary directory, so nothing is left in the tree
+docs_site="$(mktemp -d)"
+NO_MKDOCS_2_WARNING=1 .venv/bin/mkdocs build --strict --quiet --site-dir "$docs_site"
+rm -rf "$docs_site"
 # the workflow as a security reviewer reads it (offline: no network lookups), and dependabot's file
 .venv/bin/zizmor --offline .github/workflows/
 .venv/bin/check-jsonschema --builtin-schema vendor.dependabot .github/dependabot.yml

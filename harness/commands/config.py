@@ -33,7 +33,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-a
     )
     out = p.add_mutually_exclusive_group()
     out.add_argument("--json", action="store_true", help="one JSON object")
-    out.add_argument("--markdown", action="store_true", help="the table of settings (the README's)")
+    out.add_argument("--markdown", action="store_true", help="the table of settings (the documentation's settings page)")
     p.set_defaults(handler=cmd_config)
 
 

@@ -233,7 +233,7 @@ def config_text(cells: dict[str, dict[str, object]], table: str, runtime: str | 
     prefix = f"{table}." if table else ""
     head = f"[{table}]\n" if table else ""
     out = [
-        "# How xharness runs this repository (README of xharness: \"A maintainer's own repository\").\n",
+        "# How xharness runs this repository (xharness documentation: how-to/configure-a-project).\n",
         head,
         'testpaths = ["tests"]\n',
         (f"runtime = {_toml(runtime)}   # the runtime under test: `xharness list runtimes`\n" if runtime

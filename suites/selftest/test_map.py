@@ -1,6 +1,8 @@
-"""The README's map of the rooms is the layers contract, and its table of exit codes is the one
-``harness.exits`` declares: a room added to the package, a layer moved in the contract or an exit
-code added in code without the README following fails here."""
+"""The documentation's map of the rooms (docs/explanation/architecture.md) is the layers contract,
+and the exit codes ``harness.exits`` declares are one meaning per number, each under its name: a
+room added to the package or a layer moved in the contract without the map following fails here.
+(The documentation's table of exit codes is generated from the declaration when the site is built;
+``suites/selftest/test_docs.py`` checks that the page asks for it.)"""
 
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ from pathlib import Path
 from harness import exits
 
 ROOT = Path(__file__).resolve().parents[2]
-README = (ROOT / "README.md").read_text(encoding="utf-8")
+MAP_PAGE = (ROOT / "docs" / "explanation" / "architecture.md").read_text(encoding="utf-8")
 
 
 def contract_layers() -> list[set[str]]:
@@ -21,10 +23,10 @@ def contract_layers() -> list[set[str]]:
     return [{name.strip() for name in layer.split("|")} for layer in contract["layers"]]
 
 
-def readme_layers(text: str) -> list[set[str]]:
-    """The rooms of the README's map, a layer per unindented line (an indented line goes on the
-    layer above): the module names in its left column."""
-    block = text.split("\n## The rooms\n", 1)[1].split("```\n", 2)[1]
+def map_layers(text: str) -> list[set[str]]:
+    """The rooms of the documentation's map, a layer per unindented line (an indented line goes on
+    the layer above): the module names in its left column (the code block under "## The map")."""
+    block = text.split("\n## The map\n", 1)[1].split("```", 1)[1].split("\n", 1)[1].split("```", 1)[0]
     layers: list[set[str]] = []
     for line in block.splitlines():
         names = set(re.findall(r"\bharness(?:\.\w+)?\b", line.split("  ", 1)[0] if not line.startswith(" ")
@@ -42,8 +44,8 @@ def top_level_modules() -> set[str]:
         f"harness.{p.name}" for p in package.iterdir() if (p / "__init__.py").exists()}
 
 
-def test_the_readme_map_is_the_contract() -> None:
-    assert readme_layers(README) == contract_layers()
+def test_the_documented_map_is_the_contract() -> None:
+    assert map_layers(MAP_PAGE) == contract_layers()
 
 
 def test_every_module_has_a_room() -> None:
@@ -52,12 +54,11 @@ def test_every_module_has_a_room() -> None:
 
 
 def test_the_map_reader_sees_a_change() -> None:
-    moved = README.replace("harness.commands                        every", "harness.cmds  every")
-    assert readme_layers(moved) != contract_layers()
+    moved = MAP_PAGE.replace("harness.commands                        every", "harness.cmds  every")
+    assert map_layers(moved) != contract_layers()
 
 
-def test_the_readme_exit_codes_are_the_declared_ones() -> None:
-    assert exits.markdown_table() in README
+def test_the_exit_codes_are_one_meaning_per_number() -> None:
     codes = [e.code for e in exits.TABLE]
     assert len(set(codes)) == len(codes), "one meaning per number"
     for entry in exits.TABLE:

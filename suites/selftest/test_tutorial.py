@@ -13,6 +13,7 @@ import sys
 import tomllib
 from collections.abc import Iterator
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -24,26 +25,27 @@ from harness.scenarios import registry as scenarios
 pytestmark = pytest.mark.cell_independent
 ROOT = Path(__file__).resolve().parents[2]
 PAGE = ROOT / "docs" / "tutorials" / "your-runtime.md"
-#: a fenced block the reader writes to a file: ```python title="myrt/runtime.py"
-TITLED = re.compile(r'^```(\w+) title="([^"]+)"\n(.*?)^```$', re.MULTILINE | re.DOTALL)
 
 
-def _fake_dist(*args: object) -> None:
-    """``fake_dist`` of the plugin tests (suites/selftest/plugins/fake_dists.py): an installed
-    distribution's metadata and entry points, as ``pip install`` leaves them."""
-    spec = importlib.util.spec_from_file_location("_tutorial_fake_dists", Path(__file__).parent / "plugins" / "fake_dists.py")
+def _load(name: str, path: Path) -> ModuleType:
+    """A module loaded from its file (it is in no package the tests import from)."""
+    spec = importlib.util.spec_from_file_location(name, path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    module.fake_dist(*args)
+    return module
 
 
-def titled_blocks(text: str) -> dict[str, tuple[str, str]]:
-    """Every titled block of the page: path -> (language, text); a path given twice is an error."""
-    found: dict[str, tuple[str, str]] = {}
-    for language, path, body in TITLED.findall(text):
-        assert path not in found, f"{path} is written twice"
-        found[path] = (language, body)
+#: the reader of titled blocks that ci/example.sh builds the tutorial's repository with
+TUTORIAL_FILES = _load("_tutorial_files", ROOT / "ci" / "tutorial_files.py")
+#: ``fake_dist`` of the plugin tests: an installed distribution's metadata and entry points, as
+#: ``pip install`` leaves them
+FAKE_DISTS = _load("_tutorial_fake_dists", ROOT / "suites" / "selftest" / "plugins" / "fake_dists.py")
+
+
+def titled_blocks(text: str) -> dict[str, str]:
+    """Every file the page has its reader write: path -> text (ci/tutorial_files.py reads them)."""
+    found: dict[str, str] = TUTORIAL_FILES.files(text)
     return found
 
 
@@ -59,13 +61,13 @@ def repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     """The tutorial's repository, written from the page, its package importable and its
     distribution installed (its metadata and entry points, as ``pip install -e .`` leaves them)."""
     root = tmp_path / "myrt-repo"
-    for path, (_, body) in titled_blocks(PAGE.read_text(encoding="utf-8")).items():
+    for path, body in titled_blocks(PAGE.read_text(encoding="utf-8")).items():
         target = root / path
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(body, encoding="utf-8")
     project = tomllib.loads((root / "pyproject.toml").read_text(encoding="utf-8"))["project"]
     groups = {group: dict(items) for group, items in project["entry-points"].items()}
-    _fake_dist(tmp_path / "site", project["name"], project["version"], groups)
+    FAKE_DISTS.fake_dist(tmp_path / "site", project["name"], project["version"], groups)
     monkeypatch.syspath_prepend(str(tmp_path / "site"))
     monkeypatch.syspath_prepend(str(root))
     monkeypatch.delenv("HARNESS_DEVICES", raising=False)
@@ -83,12 +85,16 @@ def _entry(root: Path, group: str) -> entrypoints.EntryPoint:
 
 
 def test_the_page_writes_every_file_of_the_repository() -> None:
-    blocks = titled_blocks(PAGE.read_text(encoding="utf-8"))
-    assert {p for p, (lang, _) in blocks.items() if lang == "python"} == {
-        "myrt/__init__.py", "myrt/runtime.py", "myrt/adapter.py", "myrt/scenarios.py", "myrt/invariants.py"}
-    assert {p for p, (lang, _) in blocks.items() if lang == "toml"} == {"pyproject.toml", "expected.toml"}
+    text = PAGE.read_text(encoding="utf-8")
+    blocks = titled_blocks(text)
+    assert set(blocks) == {"myrt/__init__.py", "myrt/runtime.py", "myrt/adapter.py", "myrt/scenarios.py",
+                           "myrt/invariants.py", "pyproject.toml", "expected.toml"}
+    # each in a block of its own language, titled as Material titles a block
+    for path in blocks:
+        language = "python" if path.endswith(".py") else "toml"
+        assert f'```{language} title="{path}"' in text, path
     # the runtime stays tiny, and is numpy alone
-    runtime = blocks["myrt/runtime.py"][1]
+    runtime = blocks["myrt/runtime.py"]
     assert len(runtime.splitlines()) <= 70
     imports = set(re.findall(r"^(?:from|import) (\w+)", runtime, re.MULTILINE))
     assert imports <= {"__future__", "collections", "numpy"}, imports
