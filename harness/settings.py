@@ -242,7 +242,9 @@ SETTINGS: tuple[Setting, ...] = (
     # -- the environment, set by the harness for the processes it starts
     *(Setting(name, accepts, default, meaning, internal=True) for name, accepts, default, meaning in (
         ("HARNESS_BACKEND", Choice("cpu, gpu or tpu", values=tuple(Backend)), Backend.CPU, "the cell's backend"),
-        ("HARNESS_DEVICES", Integer("a whole number, 1 or more"), "1", "the cell's devices per process"),
+        ("HARNESS_DEVICES", Integer("a whole number, 1 or more"), "",
+         "the cell's devices per process; unset outside a cell, where api.cell_shape() reads JAX's CPU "
+         "count (XLA_FLAGS, else JAX_NUM_CPU_DEVICES)"),
         ("HARNESS_PROCESSES", Integer("a whole number, 1 or more"), "1", "the cell's processes"),
         ("HARNESS_PROCESS_ID", Integer("a whole number, 0 or more", minimum=0), "0", "this rank of a multi-process cell"),
         ("HARNESS_COORDINATOR", Text("host:port"), "", "jax.distributed's coordinator of a multi-process cell"),

@@ -17,6 +17,7 @@ from typing import Any
 
 from harness import entrypoints, settings
 from harness.adapters.base import (
+    BEHAVIOURS,
     CAPABILITIES,
     Adapter,
     AdapterUnavailable,
@@ -49,9 +50,10 @@ def check_adapter_class(entry: entrypoints.EntryPoint, obj: Any) -> str | None:
     capabilities = getattr(obj, "capabilities", None)
     if not isinstance(capabilities, frozenset) or not all(isinstance(c, str) for c in capabilities):
         return "capabilities must be a frozenset of capability names (harness.api.CAPABILITIES)"
-    unknown = sorted(capabilities - set(CAPABILITIES))
+    unknown = sorted(capabilities - set(CAPABILITIES) - set(BEHAVIOURS))
     if unknown:
-        return f"unknown capability {', '.join(map(repr, unknown))} (known: {', '.join(CAPABILITIES)})"
+        return (f"unknown capability {', '.join(map(repr, unknown))} (known: {', '.join(CAPABILITIES)}; "
+                f"behaviours: {', '.join(BEHAVIOURS)})")
     missing = [m for m in PROTOCOL_METHODS if not callable(getattr(obj, m, None))]
     if missing and issubclass(obj, BaseAdapter):  # the operations BaseAdapter has no default for
         return (f"lacks the protocol's {', '.join(missing)}: harness.api.BaseAdapter has no default "

@@ -54,6 +54,8 @@ CAPABILITIES: tuple[str, ...] = (
 #: each runtime to the choice it declares, and a declared choice is never a capability a check
 #: may need (the reference runtime, which declares every capability, makes none of these).
 PADS_UNEVEN = "pads-uneven"  # a split that does not divide a dimension is accepted and padded
+#: every behaviour a runtime may declare among its ``capabilities``
+BEHAVIOURS: tuple[str, ...] = (PADS_UNEVEN,)
 
 
 @dataclass(frozen=True)
@@ -209,7 +211,8 @@ class Adapter(Protocol):
         Raises:
             Unsupported: the runtime lacks ``SHARDING``, naming it.
             ValueError: a spec the runtime refuses (a dimension the mesh cannot split evenly,
-                unless the runtime pads such splits), raised when the spec is given.
+                unless the runtime pads such splits and declares ``PADS_UNEVEN`` among its
+                ``capabilities``), raised when the spec is given.
         """
 
     def sharding_spec(self, t: Any) -> tuple[Any, ...] | None:
@@ -250,7 +253,11 @@ class Adapter(Protocol):
         """
 
     def sync(self, tensors: Sequence[Any], wait: bool) -> None:
-        """Execute the pending work of some tensors only.
+        """Compute the pending values of ``tensors`` (and what they depend on) without a whole
+        step; other pending work may stay pending. Part of ``STEP``: a runtime that executes
+        eagerly leaves ``STEP`` undeclared and keeps ``BaseAdapter``'s default. ``wait=False`` is
+        passed only to a runtime that declares ``ASYNC_SYNC``; ``wait()`` then blocks until the
+        work is done.
 
         Args:
             tensors: the tensors whose values to compute; other pending work may stay pending.
@@ -301,7 +308,10 @@ class Adapter(Protocol):
         """
 
     def derive(self, t: Any) -> Any:
-        """A new tensor computed from ``t``, out of place: ``t * 2 + 1``.
+        """A new tensor computed from ``t``, out of place: ``t * 2 + 1`` elementwise, in ``t``'s
+        dtype. Checks use it to make a value that is not device data yet: a runtime with ``STEP``
+        returns it pending (computed at the next ``step``, ``sync`` or ``to_host``); an eager
+        runtime computes it at once.
 
         Args:
             t: a tensor this adapter made.

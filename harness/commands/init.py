@@ -178,8 +178,8 @@ def gitignore_plan(root: Path) -> list[Planned]:
     if text is not None and _IGNORED & {line.strip() for line in text.splitlines()}:
         return []
     entry = "# what xharness run writes (xharness init)\nreports/\n"
-    if text is None:
-        return [Planned(path, entry, "write")]
+    if text is None:  # a repository without one: Python's own leftovers too
+        return [Planned(path, f"{entry}__pycache__/\n*.egg-info/\n", "write")]
     joined = text if text.endswith("\n") or not text else text + "\n"
     return [Planned(path, joined + entry, "append reports/ to")]
 

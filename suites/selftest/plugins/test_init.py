@@ -128,7 +128,7 @@ def test_init_without_a_runtime_leaves_it_commented_out(tmp_path: Path) -> None:
 
 def test_init_keeps_reports_out_of_git_once(tmp_path: Path) -> None:
     assert _init(tmp_path) == 0
-    assert (tmp_path / ".gitignore").read_text().splitlines()[-1] == "reports/"
+    assert (tmp_path / ".gitignore").read_text().splitlines()[1:] == ["reports/", "__pycache__/", "*.egg-info/"]
     other = tmp_path / "other"
     other.mkdir()
     (other / ".gitignore").write_text("*.pyc")  # no newline at its end
