@@ -257,6 +257,15 @@ def _change_text(job: str, before: JobState | None, state: JobState) -> str:
         text += f" on {state.nodes}"
     if state.reason and state.state != "RUNNING":
         text += f" ({state.reason})"
-    if before is not None and not before.waiting and state.waiting:
+    if requeued(before, state):
         text += ": back in the queue, its last attempt's result will be read"
     return text
+
+
+def requeued(before: JobState | None, state: JobState) -> bool:
+    """Whether the job went back to the queue between two looks: it waits again after it ran, or
+    it runs again after it was completing (a requeue whose time in the queue fell between two
+    polls: a job that ends goes from completing to a final state, never back to running)."""
+    if before is None:
+        return False
+    return (not before.waiting and state.waiting) or (before.state == "COMPLETING" and state.state == "RUNNING")

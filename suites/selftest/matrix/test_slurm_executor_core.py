@@ -220,3 +220,18 @@ def test_a_release_the_job_could_not_install_is_said_back(tmp_path: Path) -> Non
     assert not_installed and len(result.records) == 1
     write_result(attempt_dir(tmp_path, 0), _result([_passed("test_one", cell)], cell), False)
     assert not unit_result(cell, JobState("3", "COMPLETED", "n1"), tmp_path, tmp_path / "job.sh", 1.0)[1]
+
+
+def test_a_requeue_is_seen_whether_or_not_a_poll_caught_it_pending() -> None:
+    """A requeued job may leave the queue again before the next poll: completing, then running
+    again, is a requeue too; the end of a job (completing, then completed) is not."""
+    from harness.executors.slurm import requeued
+    from harness.executors.slurm_client import JobState
+
+    def at(state: str) -> JobState:
+        return JobState("7", state, "xh-node1")
+
+    assert requeued(at("RUNNING"), at("PENDING")) and requeued(at("COMPLETING"), at("PENDING"))
+    assert requeued(at("COMPLETING"), at("RUNNING"))
+    assert not requeued(at("COMPLETING"), at("COMPLETED")) and not requeued(at("PENDING"), at("RUNNING"))
+    assert not requeued(None, at("PENDING")) and not requeued(at("RUNNING"), at("COMPLETING"))
