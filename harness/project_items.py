@@ -63,8 +63,9 @@ def distributions(project: Project, runtime: str) -> set[str]:
             found.add(name.strip().lower().replace("_", "-"))
     except (OSError, tomllib.TOMLDecodeError):
         pass
-    found.update(e.distribution for e in entrypoints.entry_points(entrypoints.RUNTIMES)
-                 if e.name == runtime and not e.builtin)
+    if runtime != "reference":  # the harness' own: no distribution to add, and no metadata to scan
+        found.update(e.distribution for e in entrypoints.entry_points(entrypoints.RUNTIMES)
+                     if e.name == runtime and not e.builtin)
     found.discard(entrypoints.OWN_DISTRIBUTION)
     return found
 
