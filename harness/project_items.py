@@ -72,14 +72,14 @@ def distributions(project: Project, runtime: str) -> set[str]:
 
 def collect(session: pytest.Session, project: Project) -> list[pytest.Item]:
     """The project's items, grouped under one collector per defining file."""
+    runtime = runtime_under_test(project).name
+    owners = distributions(project, runtime)
+    if not owners:  # before any registry is imported: the invariants' starts JAX
+        return []
     from harness import adapters
     from harness.properties import registry as invariant_registry
     from harness.scenarios import registry as scenario_registry
 
-    runtime = runtime_under_test(project).name
-    owners = distributions(project, runtime)
-    if not owners:
-        return []
     items: list[pytest.Item] = []
     files: dict[Path, Definitions] = {}
 
