@@ -21,8 +21,8 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
-from types import ModuleType
 
+import file_module
 import pytest
 
 from harness import exits, settings
@@ -33,13 +33,7 @@ DOCS = ROOT / "docs"
 README = ROOT / "README.md"
 
 
-def _load(name: str, path: Path) -> ModuleType:
-    """A module loaded from its file (the hooks live in docs/, in no package)."""
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+_load = file_module.load
 
 
 HOOK = _load("_docs_reference_hook", DOCS / "_hooks" / "reference.py")

@@ -7,14 +7,13 @@ switch is on."""
 
 from __future__ import annotations
 
-import importlib.util
 import re
 import sys
 import tomllib
 from collections.abc import Iterator
 from pathlib import Path
-from types import ModuleType
 
+import file_module
 import pytest
 
 from harness import adapters, api, entrypoints
@@ -27,13 +26,7 @@ ROOT = Path(__file__).resolve().parents[2]
 PAGE = ROOT / "docs" / "tutorials" / "your-runtime.md"
 
 
-def _load(name: str, path: Path) -> ModuleType:
-    """A module loaded from its file (it is in no package the tests import from)."""
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+_load = file_module.load
 
 
 #: the reader of titled blocks that ci/example.sh builds the tutorial's repository with
