@@ -95,7 +95,7 @@ def _installed() -> tuple[EntryPoint, ...]:
         else:
             if id(dist) not in named:
                 meta = dist.metadata
-                named[id(dist)] = (_normal(meta["Name"] or "(unnamed distribution)"), meta["Version"] or "?")
+                named[id(dist)] = (normal_name(meta["Name"] or "(unnamed distribution)"), meta["Version"] or "?")
             name, version = named[id(dist)]
         found.append(EntryPoint(ep.group, ep.name, ep.value, name, version))
     return tuple(found)
@@ -112,7 +112,8 @@ def entry_points(group: str) -> tuple[EntryPoint, ...]:
     return tuple(sorted(found, key=lambda e: (not e.builtin, e.distribution, e.name)))
 
 
-def _normal(name: str) -> str:
+def normal_name(name: str) -> str:
+    """A distribution's name as the metadata compares it: lower case, ``-`` for ``_``."""
     return name.strip().lower().replace("_", "-")
 
 
@@ -124,7 +125,7 @@ def _own_from_source(group: str) -> list[EntryPoint]:
         project = tomllib.loads(pyproject.read_text(encoding="utf-8"))["project"]
     except (OSError, KeyError, tomllib.TOMLDecodeError):
         return []
-    if _normal(str(project.get("name", ""))) != OWN_DISTRIBUTION:
+    if normal_name(str(project.get("name", ""))) != OWN_DISTRIBUTION:
         return []
     table = project.get("entry-points", {}).get(group, {})
     version = str(project.get("version", "?"))

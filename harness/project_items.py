@@ -60,7 +60,7 @@ def distributions(project: Project, runtime: str) -> set[str]:
         data = tomllib.loads((project.root / "pyproject.toml").read_text(encoding="utf-8"))
         name = data.get("project", {}).get("name")
         if isinstance(name, str) and name.strip():
-            found.add(name.strip().lower().replace("_", "-"))
+            found.add(entrypoints.normal_name(name))
     except (OSError, tomllib.TOMLDecodeError):
         pass
     if runtime != "reference":  # the harness' own: no distribution to add, and no metadata to scan

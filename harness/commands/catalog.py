@@ -160,10 +160,9 @@ def cmd_list(args: argparse.Namespace) -> int:
 def _list_runtimes(as_json: bool) -> int:
     """Every registered runtime: its class, capabilities and origin (loading a class imports
     its adapter module, never the runtime itself)."""
-    from harness import adapters, entrypoints
+    from harness import adapters
 
     loaded = adapters.registry()
-    entrypoints.warn(loaded.broken)
     records = []
     for name, (entry, cls) in loaded.items.items():
         records.append({"name": name, "adapter": entry.value, "capabilities": sorted(cls.capabilities),
