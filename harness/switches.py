@@ -10,6 +10,7 @@ __all__ = [
     "ALIASED_SAVE",
     "DELETED_SHARD",
     "DOUBLE_DISCOVERY",
+    "EXPANDED_GRAD_ACCUMULATION",
     "HOST_ALIASING",
     "LOST_SHARDING",
     "PARTIAL_SYNC_DONATION",
@@ -30,6 +31,7 @@ PARTIAL_SYNC_DONATION = "partial-sync-donation"
 HOST_ALIASING = "host-aliasing"
 DELETED_SHARD = "deleted-shard"
 SHARDED_READ_COMPILES = "sharded-read-compiles"
+EXPANDED_GRAD_ACCUMULATION = "expanded-grad-accumulation"
 
 #: every switch, with the upstream fix it undoes
 SWITCHES: dict[str, str] = {
@@ -42,5 +44,7 @@ SWITCHES: dict[str, str] = {
     PARTIAL_SYNC_DONATION: "a sync of chosen tensors donates nothing: only a full step sees every reader",
     HOST_ALIASING: "a tensor made from a host array copies it before the device sees it",
     DELETED_SHARD: "every per-device buffer of an input is checked before dispatch, not only the global array's flag",
+    EXPANDED_GRAD_ACCUMULATION: "a gradient that is an expanded view (x.sum()'s) is materialized when "
+    "it becomes .grad, so a later in-place accumulation does not write through the view",
     SHARDED_READ_COMPILES: "a host read of a split value gathers its pieces without building and compiling a program each time",
 }

@@ -233,3 +233,46 @@ def gradients(loss: ir.Node, retain_graph: bool = False) -> list[tuple[Any, ir.N
         )
     grads = ir.Node("vjp", (root, *leaves), (len(leaves),))
     return [(_leaf_storage(leaf), ir.Node("tuple_get", (grads,), (i,))) for i, leaf in enumerate(leaves)]
+
+
+#: operations whose backward hands the gradient arriving at them to these operands unchanged when
+#: the operand has the result's shape: an expanded gradient stays expanded through them (``sum``'s
+#: own backward expands the gradient it gets, so a sum of a sum is an expand of an expand)
+_PASSES_GRADIENT_ON = {"sum": (0,), "add": (0, 1), "sub": (0,), "reshape": (0,)}
+
+
+def expanded_seed_leaves(loss: ir.Node) -> list[Any]:
+    """The requires-grad leaf storages whose whole gradient, in PyTorch's autograd, is the seed of
+    ``loss = x.sum()`` expanded: ``SumBackward`` returns ``grad.expand(sizes)``, a view of a 0-d
+    tensor, and operations that pass a gradient on unchanged (an addition of equal shapes, a
+    reshape, another sum) hand that view down to ``AccumulateGrad``. A leaf that also gets a
+    gradient another way receives a materialized sum instead. The ``expanded-grad-accumulation``
+    switch keeps what this returns as an expand view (``Tensor.backward``)."""
+    root = _unfold(loss)
+    if root.op != "sum":
+        return []
+    reached: list[ir.Node] = []
+    stack, seen = [root], set()
+    while stack:
+        node = stack.pop()
+        if node in seen:
+            continue
+        seen.add(node)
+        if node.leaf is not None and _leaf_storage(node) is not None:
+            reached.append(node)
+            continue
+        for i in _PASSES_GRADIENT_ON.get(node.op, ()):
+            operand = node.operands[i]
+            if node.op in ("sum", "reshape") or operand.shape == node.shape:
+                stack.append(operand)
+    edges: dict[ir.Node, int] = {}
+    stack, seen = [root], set()
+    while stack:
+        node = stack.pop()
+        if node in seen or node.op == "stop_gradient":
+            continue
+        seen.add(node)
+        for operand in node.operands:
+            edges[operand] = edges.get(operand, 0) + 1
+            stack.append(operand)
+    return [_leaf_storage(leaf) for leaf in reached if edges.get(leaf) == 1]

@@ -3,22 +3,29 @@
 A tensor is a *view chain* over a ``Storage`` (the base value's IR node). ``detach``, ``view``,
 ``reshape``, ``transpose`` and basic slicing add a step to the chain and share the storage; an
 in-place op on any alias writes the new value back through the chain (``update_slice``,
-inverse reshape/transpose) into the storage and bumps its version. Every alias regenerates its own
+inverse reshape/transpose) into the storage and bumps its version. ``expand`` is a view only
+where autograd keeps an expanded gradient (the ``expanded-grad-accumulation`` switch): its inverse
+is PyTorch's functionalization's, ``base + sum_to(view - base)``, which adds every element's
+update into the one element they all share. Every alias regenerates its own
 value when it sees a newer version: that regeneration is the *sync* whose omission was upstream
 bug #8482 (a saved ``t1`` still showing its value from before ``t2 = t1.detach(); t2.add_(t2)``).
 """
 
 from __future__ import annotations
 
+import numpy as np
+
 from harness.runtime import ir
 
-ViewStep = tuple[str, tuple]  # (kind, attrs): alias | reshape | transpose | getitem
+ViewStep = tuple[str, tuple]  # (kind, attrs): alias | reshape | transpose | getitem | expand
 
 
 def apply_view(node: ir.Node, step: ViewStep) -> ir.Node:
     kind, attrs = step
     if kind == "alias":
         return node
+    if kind == "expand":
+        return ir.Node("broadcast_to", (node,), attrs)
     return ir.Node(kind, (node,), attrs)
 
 
@@ -35,7 +42,31 @@ def write_back(base: ir.Node, step: ViewStep, value: ir.Node) -> ir.Node:
         return ir.Node("transpose", (value,), (inverse,))
     if kind == "getitem":
         return ir.Node("update_slice", (base, value), attrs)
+    if kind == "expand":
+        return expand_inverse(base, value)
     raise ValueError(f"unknown view step {kind!r}")
+
+
+def expand_inverse(base: ir.Node, value: ir.Node) -> ir.Node:
+    """The new base after ``value`` was written into ``base.expand(shape)``: PyTorch's
+    ``FunctionalInverses::expand_inverse``, ``base + sum_to(value - base, base.shape)``. Each of the
+    view's elements is one memory location in eager torch, which refuses such a write; here every
+    element's change lands in the shared element, summed."""
+    change = ir.Node("sub", (value, ir.Node("broadcast_to", (base,), (value.shape,))))
+    lead = len(value.shape) - len(base.shape)
+    axes = tuple(range(lead)) + tuple(
+        lead + i for i, n in enumerate(base.shape) if n == 1 and value.shape[lead + i] != 1
+    )
+    summed = ir.Node("sum", (change,), (axes, False)) if axes else change
+    if summed.shape != base.shape:
+        summed = ir.Node("reshape", (summed,), (base.shape,))
+    return ir.Node("add", (base, summed))
+
+
+def write_reads_back(chain: tuple[ViewStep, ...]) -> bool:
+    """Whether a value written through ``chain`` is what the view reads afterwards: true for
+    every view but an expand, whose elements share one."""
+    return all(kind != "expand" for kind, _ in chain)
 
 
 def read(base: ir.Node, chain: tuple[ViewStep, ...]) -> ir.Node:
@@ -67,4 +98,6 @@ def host_view(array, chain: tuple[ViewStep, ...]):  # type: ignore[no-untyped-de
             array = array.transpose(attrs[0])
         elif kind == "getitem":
             array = array[ir.decode_index(attrs)]
+        elif kind == "expand":
+            array = np.broadcast_to(array, attrs[0])
     return array

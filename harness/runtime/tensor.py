@@ -360,7 +360,12 @@ class Tensor:
                 node = ir.Node("astype", (node,), (aval[1],))
         st = self._storage
         st.assign(functional.update(st.node, self._views, node))
-        self._node = node if self._views else st.node
+        if not self._views:
+            self._node = st.node
+        elif functional.write_reads_back(self._views):
+            self._node = node
+        else:  # an expand view reads back what its base became, not what was written
+            self._node = functional.read(st.node, self._views)
         self._version = st.version
         return self
 
@@ -418,12 +423,28 @@ class Tensor:
             raise ValueError(f"backward() needs a scalar loss, got shape {self.shape}")
         if not self.requires_grad:
             raise RuntimeError("backward(): the loss does not depend on any tensor with requires_grad=True")
+        kept_expanded = faults.active(faults.EXPANDED_GRAD_ACCUMULATION)
+        expanded = autograd.expanded_seed_leaves(self.node) if kept_expanded else []
         for storage, grad in autograd.gradients(self.node, retain_graph):
             owner = storage.owner() if storage.owner is not None else None
             if owner is None:
                 continue
-            g = Tensor.from_node(grad)
-            owner.grad = g if owner.grad is None else owner.grad + g
+            if any(storage is e for e in expanded):
+                # upstream's AccumulateGrad steals the gradient it gets: on an XLA tensor the
+                # expanded one reports contiguous strides, so it is not cloned as eager torch
+                # clones a stride-0 view; it stays ``ones(()).expand(shape)``
+                g = Tensor(Storage(ir.const(1, grad.dtype)), (("expand", (grad.shape,)),))
+            else:
+                g = Tensor.from_node(grad)
+            if owner.grad is None:
+                owner.grad = g
+            elif kept_expanded and owner.grad.rt_views:
+                # torch accumulates in place (``variable_grad += new_grad``): through the view,
+                # functionalization adds every element's increment into the one shared element
+                with autograd.no_grad():
+                    owner.grad.add_(g)
+            else:
+                owner.grad = owner.grad + g
 
 
 _FLOAT32 = np.dtype(np.float32)

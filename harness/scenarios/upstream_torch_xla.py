@@ -568,6 +568,93 @@ def repeated_read() -> None:
 
 _COMPILES_EVERY_READ = Signature("compiles-every-read", CompiledEveryRead, r"compiled again on every iteration")
 
+
+# --------------------------------------------------------------------- expanded-grad-accumulation
+class WrongGradient(InvariantViolation):
+    """An accumulated gradient differs from the one eager PyTorch accumulates."""
+
+
+GRAD_SHAPE = (4, 6)
+
+
+def _check_gradient(got: Any, want: Any, what: str) -> None:
+    """``got`` (read from the device) against ``want`` (eager PyTorch on the CPU)."""
+    import torch
+
+    got = got.detach().cpu()
+    if not torch.equal(got, want):
+        raise WrongGradient(
+            f"{what}: the accumulated gradient reads {sorted(set(got.flatten().tolist()))}, "
+            f"eager PyTorch {sorted(set(want.flatten().tolist()))}"
+        )
+
+
+def _sum_backward_twice(device: Any) -> Any:
+    import torch
+
+    x = torch.ones(GRAD_SHAPE, device=device, requires_grad=True)
+    x.sum().backward()
+    x.sum().backward()
+    return x.grad.detach().cpu()
+
+
+def sum_backward_twice() -> None:
+    """The semantics oracle's shrunk program: ``x.sum().backward()`` twice into one ``.grad``."""
+    import torch_xla.core.xla_model as xm
+
+    _check_gradient(_sum_backward_twice(xm.xla_device()), _sum_backward_twice("cpu"),
+                    "x.sum().backward() twice")
+
+
+def _accumulate_micro_batches(device: Any) -> tuple[Any, Any]:
+    import torch
+
+    torch.manual_seed(0)
+    batches = torch.randn(4, *GRAD_SHAPE)
+    w = torch.nn.Parameter(torch.zeros(GRAD_SHAPE, device=device))
+    opt = torch.optim.SGD([w], lr=0.125)
+    for batch in batches:  # gradient accumulation: one backward per micro-batch, then one step
+        (batch.to(device) + w).sum().backward()
+    grad = w.grad.detach().cpu().clone()
+    opt.step()
+    if str(device) != "cpu":
+        import torch_xla.core.xla_model as xm
+
+        xm.mark_step()
+    return grad, w.detach().cpu()
+
+
+def accumulate_micro_batches() -> None:
+    """A training loop accumulating the gradients of four micro-batches whose loss is a sum."""
+    import torch_xla.core.xla_model as xm
+
+    grad, param = _accumulate_micro_batches(xm.xla_device())
+    want_grad, want_param = _accumulate_micro_batches("cpu")
+    _check_gradient(grad, want_grad, "4 micro-batches of (x + w).sum(), accumulated")
+    _check_gradient(param, want_param, "the parameter after the optimizer step")
+
+
+def _zero_grad_in_place(device: Any) -> Any:
+    import torch
+
+    w = torch.nn.Parameter(torch.zeros(GRAD_SHAPE, device=device))
+    opt = torch.optim.SGD([w], lr=0.125)
+    w.sum().backward()
+    opt.zero_grad(set_to_none=False)
+    return w.grad.detach().cpu()
+
+
+def zero_grad_in_place() -> None:
+    """``optimizer.zero_grad(set_to_none=False)`` after a sum's backward zeroes ``.grad`` in place."""
+    import torch_xla.core.xla_model as xm
+
+    _check_gradient(_zero_grad_in_place(xm.xla_device()), _zero_grad_in_place("cpu"),
+                    "zero_grad(set_to_none=False) after w.sum().backward()")
+
+
+_SUMMED_INTO_EXPAND = Signature("summed-into-expand", WrongGradient, r"the accumulated gradient reads")
+_FUNCTIONALIZATION_ON = {"XLA_DISABLE_FUNCTIONALIZATION": "0"}
+
 # the #8482 reproducer sets both flags: functionalization on, aliasing as the variant says
 _ALIASING_OFF = {"XLA_DISABLE_FUNCTIONALIZATION": "0", "XLA_ENABLE_PARAM_ALIASING": "0"}
 _ALIASING_ON = {"XLA_DISABLE_FUNCTIONALIZATION": "0", "XLA_ENABLE_PARAM_ALIASING": "1"}
@@ -646,6 +733,21 @@ REPRODUCERS: tuple[Reproducer, ...] = (
         "PjRtComputationClient::ReplicateShardedData, which compiles its program on every call "
         "(pytorch/xla#9751)",
         signatures=(_COMPILES_EVERY_READ,),
+    ),
+    Reproducer(
+        "expanded-grad-accumulation", "repeated-sum-backward", sum_backward_twice,
+        "the shrunk counterexample of the semantics oracle", env=_FUNCTIONALIZATION_ON,
+        signatures=(_SUMMED_INTO_EXPAND,),
+    ),
+    Reproducer(
+        "expanded-grad-accumulation", "accumulation-loop", accumulate_micro_batches,
+        "gradient accumulation over micro-batches whose loss is a sum", env=_FUNCTIONALIZATION_ON,
+        signatures=(_SUMMED_INTO_EXPAND,),
+    ),
+    Reproducer(
+        "expanded-grad-accumulation", "zero-grad-kept", zero_grad_in_place,
+        "optimizer.zero_grad(set_to_none=False) after a sum's backward", env=_FUNCTIONALIZATION_ON,
+        signatures=(_SUMMED_INTO_EXPAND,),
     ),
 )
 
