@@ -78,7 +78,7 @@ def bisect_command(args: argparse.Namespace) -> int:
     from harness.scenarios import upstream_torch_xla as upstream
 
     try:
-        registry.get(args.scenario)
+        upstream.check_name(args.scenario)
     except registry.UnknownScenario as exc:
         raise UsageError(str(exc)) from None
     if args.runtime not in RELEASED_RUNTIMES or args.runtime not in UPSTREAM_RUNTIMES:

@@ -208,7 +208,7 @@ def repro(args: argparse.Namespace) -> int:
     from harness.scenarios import registry
 
     try:
-        registry.get(args.scenario)
+        upstream.check_name(args.scenario)
     except registry.UnknownScenario as exc:
         raise UsageError(str(exc)) from None
     if getattr(args, "inject", False):

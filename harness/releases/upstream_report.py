@@ -169,6 +169,7 @@ def render(
     rows: list[str],
     references: list[str],
     bisect: str = "",
+    searched: tuple[str, ...] = (),
 ) -> str:
     """The Markdown issue (module docstring). ``outcome`` is a run's ``ScenarioRun.to_json()``."""
     variants = {v["variant"]: v for v in outcome.get("variants", [])}
@@ -205,6 +206,8 @@ def render(
         out += ["## Releases measured", "", *[f"- {row}" for row in rows], ""]
     if references:
         out += ["## Related", "", *[f"- {ref}" for ref in references], ""]
+    if searched:
+        out += ["## Searched upstream", "", *[f"- {text}" for text in searched], ""]
     out += [f"_Written by `xharness report upstream {scenario} --runtime {runtime}`._", ""]
     return "\n".join(out)
 
@@ -222,15 +225,16 @@ def report_command(args: Any) -> int:
     from harness.scenarios.expected import load as load_table
 
     try:
-        scenario = registry.get(args.scenario)
+        upstream.check_name(args.scenario)
     except registry.UnknownScenario as exc:
         raise UsageError(str(exc)) from None
     if args.runtime not in catalog.UPSTREAM_RUNTIMES:
         raise UsageError(f"--runtime: {args.runtime!r} has no upstream triggers here "
                          f"(one of {', '.join(catalog.UPSTREAM_RUNTIMES)})")
-    reproducers = upstream.reproducers(scenario.id, args.runtime)
+    subject = subject_of(args.scenario, args.runtime)
+    reproducers = upstream.reproducers(subject.name, args.runtime)
     if not reproducers:
-        raise UsageError(f"scenario {scenario.id!r} has no {args.runtime} reproducer to report")
+        raise UsageError(f"{subject.name!r} has no {args.runtime} reproducer to report")
     spec = release_spec.parse_argument(args.runtime, args.release) if args.release else None
     if spec is not None:
         interpreters.apply_argument(getattr(args, "python", None))
@@ -246,23 +250,59 @@ def report_command(args: Any) -> int:
     except catalog.RuntimeUnavailable as exc:
         print(f"xharness: error: {exc}", file=sys.stderr)
         return catalog.EXIT_UNAVAILABLE
-    run = catalog.run_scenario(scenario.id, python, table, runtime=args.runtime)
+    run = catalog.run_scenario(subject.name, python, table, runtime=args.runtime)
     release = run.release or (spec.text if spec is not None else "installed")
     rows = [f"{row.releases or 'every release'}: {row.outcome}" + (f" ({row.why})" if row.why else "")
-            for row in table.rows if row.runtime == args.runtime and row.scenario == scenario.id]
-    references = [*scenario.upstream_links(), *dict.fromkeys(r.source for r in reproducers)]
+            for row in table.rows if row.runtime == args.runtime and row.scenario == subject.name]
+    references = [*subject.references, *dict.fromkeys(r.source for r in reproducers)]
     text = render(
-        title=scenario.title, story=scenario.story or scenario.trigger, scenario=scenario.id,
+        title=subject.title, story=subject.story, scenario=subject.name,
         runtime=args.runtime, release=release,
         scripts=[(r, standalone_script(r)) for r in reproducers],
         outcome=run.to_json(), rows=rows, references=references,
-        bisect=bisect_answer(Path("reports") / "junit", args.runtime, scenario.id),
+        bisect=bisect_answer(Path("reports") / "junit", args.runtime, subject.name),
+        searched=subject.searched,
     )
-    out = Path(args.out) if args.out else Path("reports") / "upstream" / f"{scenario.id}-{args.runtime}-{release}.md"
+    out = Path(args.out) if args.out else Path("reports") / "upstream" / f"{subject.name}-{args.runtime}-{release}.md"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(text, encoding="utf-8")
     print(f"xharness: wrote {out} ({run.outcome} on {args.runtime} {release}: {run.verdict.verdict})")
     return EXIT_OK
+
+
+@dataclass(frozen=True)
+class Subject:
+    """What a report is about: a catalog scenario, or a known finding no scenario re-creates."""
+
+    name: str
+    title: str
+    story: str
+    references: tuple[str, ...]
+    #: what the known findings of this name say was searched upstream, and found
+    searched: tuple[str, ...]
+
+
+def subject_of(name: str, runtime: str) -> Subject:
+    """The report's subject: the scenario's title and story, or the finding's summary and who
+    found it, with every known finding's upstream search (``KnownFinding.upstream``)."""
+    from harness.properties.base import KNOWN_FINDINGS
+    from harness.scenarios import registry
+    from harness.scenarios import upstream_torch_xla as upstream
+
+    findings = [f for f in KNOWN_FINDINGS if f.name == name and f.runtime == runtime]
+    searched = tuple(dict.fromkeys(f"{f.upstream} (the {f.invariant} invariant)" for f in findings))
+    if name not in upstream.finding_names():
+        scenario = registry.get(name)
+        return Subject(name, scenario.title, scenario.story or scenario.trigger,
+                       tuple(scenario.upstream_links()), searched)
+    first = findings[0] if findings else None
+    summary = first.summary if first else name
+    finders = ", ".join(dict.fromkeys(f"the {f.invariant} invariant" for f in findings))
+    story = (f"{name}: {summary}.\n\nFound by {finders} of xharness, which checks a runtime "
+             f"against rules every runtime must keep; the reproducers below are its shrunk "
+             f"program, written in {runtime}'s own API.") if first else name
+    links = tuple(f.upstream_link for f in findings if f.upstream_link)
+    return Subject(name, summary, story, tuple(dict.fromkeys(links)), searched)
 
 
 def bisect_answer(junit_dir: Path, runtime: str, scenario: str) -> str:

@@ -14,8 +14,10 @@ from datetime import UTC, datetime
 from html import escape
 
 from harness.report import properties as prop
+from harness.report.findings import NOT_REPORTED, FindingRow
 from harness.report.heatmap import (
     EMPTY,
+    NAMES,
     SEVERITY,
     WORDS,
     Grid,
@@ -59,6 +61,8 @@ COLORS = {
     EMPTY: "#eeeeee",
 }
 _TEXT_ON = {FLAKY: "#000", EMPTY: "#555"}
+#: what the trend stacks, bottom up, each in its own colour (a known bug is neither a pass nor a skip)
+TREND_OUTCOMES = (PASSED, XFAILED, FLAKY, FAILED, ERROR, SKIPPED)
 
 _CSS = """
 body{font:14px/1.4 system-ui,sans-serif;margin:24px;color:#222;background:#fff}
@@ -143,7 +147,7 @@ def _trend(history: Sequence[RunPoint]) -> str:
     for i, point in enumerate(history):
         x = pad + i * step
         y = height - pad
-        for outcome in (PASSED, FLAKY, FAILED, ERROR, SKIPPED):
+        for outcome in TREND_OUTCOMES:
             count = point.counts.get(outcome, 0)
             if not count:
                 continue
@@ -161,20 +165,48 @@ def _trend(history: Sequence[RunPoint]) -> str:
         f'<text x="{width - pad}" y="{height - 8}" font-size="12" text-anchor="end">'
         f"{escape(history[-1].timestamp)}</text>"
     )
-    legend = " ".join(f"{_badge(o)}" for o in (PASSED, FLAKY, FAILED, ERROR, SKIPPED))
+    legend = " ".join(f"{_badge(o)}" for o in TREND_OUTCOMES)
     rows = "".join(
         f"<tr><td>{escape(p.timestamp)}</td>"
-        + "".join(f'<td class="num">{p.counts.get(o, 0)}</td>' for o in (PASSED, FAILED, FLAKY))
-        + f'<td class="num">{p.counts.get(ERROR, 0)}</td><td class="num">{_seconds(p.duration)}</td></tr>'
+        + "".join(f'<td class="num">{p.counts.get(o, 0)}</td>' for o in TREND_OUTCOMES)
+        + f'<td class="num">{_seconds(p.duration)}</td></tr>'
         for p in reversed(history)
     )
+    heads = "".join(f"<th>{escape(NAMES.get(o, o))}</th>" for o in TREND_OUTCOMES)
     return (
-        f'<svg id="trend" role="img" aria-label="pass, fail and flaky counts over the last '
-        f'{len(history)} runs" width="{width}" height="{height}" '
+        f'<svg id="trend" role="img" aria-label="pass, known bug, fail and flaky counts over the '
+        f'last {len(history)} runs" width="{width}" height="{height}" '
         f'xmlns="http://www.w3.org/2000/svg">{axis}{"".join(shapes)}</svg>'
-        f"<p>{legend} (oldest run on the left, this run on the right)</p>"
-        "<details><summary>runs as a table</summary><table><tr><th>run</th><th>passed</th>"
-        f"<th>failed</th><th>flaky</th><th>error</th><th>time</th></tr>{rows}</table></details>"
+        f'<p id="trend-legend">{legend} (oldest run on the left, this run on the right)</p>'
+        "<details><summary>runs as a table</summary><table><tr><th>run</th>"
+        f"{heads}<th>time</th></tr>{rows}</table></details>"
+    )
+
+
+def _findings(findings: Sequence[FindingRow]) -> str:
+    """The findings page: every bug the harness knows a real runtime carries, where upstream
+    tracks it, and the report ready to file where nobody has."""
+    if not findings:
+        return ""
+    rows = []
+    for f in findings:
+        upstream = (f'<a href="{escape(f.upstream, quote=True)}">{escape(f.upstream)}</a>' if f.upstream
+                    else f'<span class="badge xfailed" style="{_style(XFAILED)}">{escape(NOT_REPORTED)}</span>')
+        found = ", ".join(f"<code>{escape(i)}</code>" for i in f.found_by)
+        if f.scenario:
+            found += f"; scenario <code>{escape(f.scenario)}</code>"
+        report = f"<code>{escape(f.report)}</code>" if f.report else "none"
+        rows.append(
+            f'<tr><td><b>{escape(f.name)}</b><br><span class="meta">{escape(f.summary)}</span></td>'
+            f"<td>{escape(f.runtime)} ({escape(f.backend)})</td><td>{escape(f.releases)}</td>"
+            f"<td>{found}</td><td>{upstream}</td><td>{report}</td></tr>"
+        )
+    return (
+        f'<h2 id="findings">Known findings ({len(findings)})</h2>'
+        "<p>Bugs found in real runtimes. A test that meets one reads as a known bug, and a "
+        "release that stops showing it fails as unexpectedly fixed.</p>"
+        '<table id="findings-table"><tr><th>finding</th><th>runtime</th><th>releases</th>'
+        f"<th>found by</th><th>upstream</th><th>report</th></tr>{''.join(rows)}</table>"
     )
 
 
@@ -452,8 +484,10 @@ def render_dashboard(
     title: str = "xharness results",
     notes: Sequence[str] = (),
     generated: datetime | None = None,
+    findings: Sequence[FindingRow] = (),
 ) -> str:
-    """The whole page as a string (the caller writes it atomically)."""
+    """The whole page as a string (the caller writes it atomically); ``findings`` are the known
+    findings (``report.findings.finding_rows``), listed on their own section."""
     grid = build_grid(records)
     shown = problems(records)
     anchors: dict[tuple[str, str], str] = {}
@@ -480,7 +514,9 @@ def render_dashboard(
         '<meta name="viewport" content="width=device-width,initial-scale=1">'
         f"<title>{escape(title)}: {verdict}</title><style>{_CSS}</style></head><body>"
         f'<h1>{escape(title)}</h1><p class="meta">generated {escape(when)} · '
-        f"{len(grid.cols)} cell(s) · {len(grid.rows)} group(s)</p>{note_html}"
+        f"{len(grid.cols)} cell(s) · {len(grid.rows)} group(s)"
+        + (f' · <a href="#findings">{len(findings)} known findings</a>' if findings else "")
+        + f"</p>{note_html}"
         f"{_totals(grid.total)}"
         "<h2>Heat map: group x cell</h2>"
         f"{_heatmap(grid, anchors)}"
@@ -489,6 +525,7 @@ def render_dashboard(
         f"{render_kill_table(records, COLORS)}"
         "<h2>Trend</h2>"
         f"{_trend(history)}"
+        f"{_findings(findings)}"
         f'<h2 id="problems">Failures and flaky tests ({len(shown)})</h2>'
         f"{''.join(articles) or '<p>None.</p>'}"
         "<h2>Slowest tests</h2>"

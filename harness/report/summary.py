@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from html import escape
 
 from harness.report import properties as prop
+from harness.report.findings import NOT_REPORTED, FindingRow
 from harness.report.heatmap import (
     EMPTY,
     NAMES,
@@ -169,8 +170,10 @@ def render_summary(
     title: str = "xharness results",
     notes: Sequence[str] = (),
     limit: int = SUMMARY_LIMIT,
+    findings: Sequence[FindingRow] = (),
 ) -> str:
-    """The summary, guaranteed to encode to at most ``limit`` bytes."""
+    """The summary, guaranteed to encode to at most ``limit`` bytes; the known findings
+    (``report.findings``) close it, where the budget leaves room."""
     grid = build_grid(records)
     total = grid.total
     failing = total.counts[FAILED] + total.counts[ERROR]
@@ -192,7 +195,26 @@ def render_summary(
     if releases and not budget.add(releases):
         cut_notes.append("runtime releases table left out")
     cut_notes += _failures(budget, problems(records))
+    if findings and not budget.add(findings_section(findings)):
+        cut_notes.append("known findings table left out")
     return _finish(budget, cut_notes, limit)
+
+
+def findings_section(findings: Sequence[FindingRow]) -> str:
+    """Every known finding: runtime, releases, what found it, upstream, report."""
+    lines = [
+        f"### Known findings ({len(findings)})\n\n",
+        "| finding | runtime | releases | found by | upstream | report |\n",
+        "|---|---|---|---|---|---|\n",
+    ]
+    for f in findings:
+        found = ", ".join(code(i) for i in f.found_by) + (f"; scenario {code(f.scenario)}" if f.scenario else "")
+        upstream = inline(f.upstream) if f.upstream else f"{SQUARES[XFAILED]} {NOT_REPORTED}"
+        lines.append(
+            f"| {code(f.name)} | {inline(f.runtime)} ({inline(f.backend)}) | {inline(f.releases)} | "
+            f"{found} | {upstream} | {code(f.report) if f.report else 'none'} |\n"
+        )
+    return "".join(lines) + "\n"
 
 
 def _heat_map(budget: _Budget, grid: Grid, heat_limit: int) -> list[str]:

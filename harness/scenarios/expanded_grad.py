@@ -25,6 +25,11 @@ The mechanism, in three steps, each measured on 2.9.0 (CPU):
 
 With ``XLA_DISABLE_FUNCTIONALIZATION=1`` the gradient is right. The semantics oracle found it
 against eager PyTorch on 2.5.1 and 2.9.0 (a parameter's ``sum().backward()`` drawn twice).
+``xharness bisect`` over every 2.x release found it at both ends: on 2.1.0 (torch 2.1, whose
+expand inverse was ``sum_to(view)`` alone, before pytorch/pytorch#114538) the second backward
+gives 48, twice the element count, and ``zero_grad(set_to_none=False)`` happens to come out right.
+On 2.9.0 ``x.grad.stride()`` reads ``(6, 1)`` and ``x.grad._is_view()`` False: nothing a user can see
+says that ``.grad`` shares one element.
 
 Here ``Tensor.backward`` accumulates gradients out of place and never keeps a view; the
 ``expanded-grad-accumulation`` switch keeps the sum's expanded gradient as an expand view of a 0-d

@@ -30,6 +30,11 @@ names its ``backend`` (``cpu``, ``gpu``, ``tpu``, as ``jax.default_backend()`` s
 row without one means ``cpu``, never "any": rows state what was measured, every row so far was
 measured on a CPU, and a GPU result nobody measured must read ``unexpected`` until someone runs it
 there and adds its row. Two rows may not cover one release of one scenario on one backend.
+
+A row's ``scenario`` is a catalog id, or the id of a known finding that no catalog scenario
+re-creates but that has upstream reproducers of its own (``upstream_torch_xla.FINDING_REPRODUCERS``):
+the table is where every measured outcome lives, and a known finding's releases are read from it
+(``carries``), so a finding that stops reproducing is ``unexpectedly-fixed`` like any scenario.
 """
 
 from __future__ import annotations
@@ -142,6 +147,12 @@ def public_version(release: str) -> Version:
         raise ExpectedTableError(f"not a release version: {release!r}") from None
 
 
+def _range_text(releases: SpecifierSet) -> str:
+    """``>=2.1,<2.2`` rather than the set's own sorted ``<2.2,>=2.1``: lower bound first."""
+    parts = sorted(releases, key=lambda s: (s.operator not in (">=", ">", "==", "~="), str(s)))
+    return ",".join(str(p) for p in parts) or "every release"
+
+
 def default_path() -> Path:
     return Path(__file__).resolve().parents[1] / "scenarios" / "expected.toml"
 
@@ -164,6 +175,21 @@ class ExpectedTable:
                 f"{scenario!r} on {backend}; narrow their release ranges"
             )
         return found[0] if found else None
+
+    def carries(self, runtime: str, release: str, scenario: str) -> bool | None:
+        """Whether ``release`` carries the bug, on any backend measured: True where a row covering
+        it says reproduced, False where the rows covering it say otherwise, None where none does
+        (nobody measured that release)."""
+        version = public_version(release)
+        rows = [r for r in self.rows if (r.runtime, r.scenario) == (runtime, scenario)
+                and r.releases.contains(version, prereleases=True)]
+        return any(r.outcome == REPRODUCED for r in rows) if rows else None
+
+    def reproduced_ranges(self, runtime: str, scenario: str, backend: str = DEFAULT_BACKEND) -> list[str]:
+        """The release ranges whose rows on ``backend`` say the bug reproduced (what a findings
+        page shows), each as its row writes it."""
+        return [_range_text(r.releases) for r in self.rows
+                if (r.runtime, r.scenario, r.outcome, r.backend) == (runtime, scenario, REPRODUCED, backend)]
 
     def judge(
         self,
@@ -265,10 +291,10 @@ def load(path: Path | None = None, scenarios: tuple[str, ...] | None = None) -> 
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ExpectedTableError(f"{path}: not valid TOML: {exc}") from None
-    if scenarios is None:
-        from harness.scenarios import registry
+    if scenarios is None:  # the catalog's ids, and the known findings that have reproducers of their own
+        from harness.scenarios import registry, upstream_torch_xla
 
-        scenarios = tuple(s.id for s in registry.all_scenarios())
+        scenarios = tuple(s.id for s in registry.all_scenarios()) + tuple(upstream_torch_xla.finding_names())
     unknown_top = sorted(set(data) - {"expect"})
     if unknown_top:
         raise ExpectedTableError(f"{path}: unknown top-level key {unknown_top[0]!r} (rows are "

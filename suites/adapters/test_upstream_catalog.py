@@ -1,4 +1,5 @@
-"""The catalog against the real runtime release this interpreter has: one test per scenario.
+"""The catalog against the real runtime release this interpreter has: one test per scenario,
+and one per known finding that has reproducers of its own (``FINDING_REPRODUCERS``).
 
 A release cell (``xharness releases torch_xla|jax V``, or ``xharness run`` on a cell whose runtime
 is ``torch_xla`` or ``jax``) runs this module inside that release's environment, with the runtime
@@ -7,7 +8,9 @@ processes, their outcome is judged against ``harness/scenarios/expected.toml``, 
 decides the test: as expected passes, a skip skips with its reason (a scenario with no trigger
 written for the runtime is one), anything else (regressed, unexpectedly fixed, unexpected) fails
 with what each variant saw. The record carries runtime, release, scenario, expected, actual and
-verdict as JUnit properties.
+verdict as JUnit properties. A known finding is judged the same way by its rows, so one that
+stops reproducing on a release its row says carries it fails as ``unexpectedly-fixed``: findings
+stay found, or say that they are fixed.
 """
 
 from __future__ import annotations
@@ -20,10 +23,11 @@ import pytest
 
 from harness.releases import catalog
 from harness.scenarios import registry
+from harness.scenarios import upstream_torch_xla as upstream
 from harness.scenarios.expected import AS_EXPECTED, REPRODUCED, SKIPPED, VERDICT_SKIPPED
 
 
-@pytest.mark.parametrize("scenario", [s.id for s in registry.all_scenarios()])
+@pytest.mark.parametrize("scenario", [s.id for s in registry.all_scenarios()] + upstream.finding_names())
 def test_scenario_against_release(scenario: str, record_property) -> None:
     runtime = os.environ.get("HARNESS_RUNTIME", "")
     if runtime not in catalog.UPSTREAM_RUNTIMES:

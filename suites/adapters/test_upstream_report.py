@@ -19,10 +19,12 @@ from harness.scenarios.expected import PASSED, REPRODUCED
 from harness.scenarios.expected import load as load_table
 
 pytestmark = pytest.mark.cell_independent
-TRIGGERS = [r for r in upstream.REPRODUCERS if not standalone_script(r).leans_on_the_harness]
+#: the catalog's triggers and the known findings' own (reported the same way)
+ALL = upstream.REPRODUCERS + upstream.FINDING_REPRODUCERS
+TRIGGERS = [r for r in ALL if not standalone_script(r).leans_on_the_harness]
 
 
-@pytest.mark.parametrize("rep", upstream.REPRODUCERS, ids=lambda r: f"{r.scenario}:{r.variant}")
+@pytest.mark.parametrize("rep", ALL, ids=lambda r: f"{r.scenario}:{r.variant}")
 def test_each_trigger_is_a_script_of_the_runtime_alone(rep: upstream.Reproducer) -> None:
     script = standalone_script(rep)
     tree = ast.parse(script.source)
@@ -85,6 +87,24 @@ def test_usage_errors(capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["report", "upstream", "aliased-save", "--runtime", "reference"]) == 2
     err = capsys.readouterr().err
     assert "unknown scenario 'no-such'" in err and "--runtime: 'reference' has no upstream triggers" in err
+    assert "known findings: nan-payload-resharding" in err  # a finding is a name the command takes
+
+
+def test_a_known_finding_is_reported_like_a_scenario() -> None:
+    """A finding no scenario re-creates: its summary is the title, the invariant that found it
+    and its upstream search are in the story; a scenario's report carries its findings' search."""
+    from harness.releases.upstream_report import subject_of
+
+    finding = subject_of("nan-payload-resharding", "torch_xla")
+    assert finding.title.startswith("mark_sharding of bfloat16 data")
+    assert "the round-trip invariant" in finding.story
+    assert finding.searched and finding.searched[0].startswith("none found: searched pytorch/xla issues for")
+    assert finding.references == ()  # nothing upstream to cite
+    scenario = subject_of("expanded-grad-accumulation", "torch_xla")
+    assert scenario.title.startswith("A second backward of x.sum()")
+    assert any("the semantics-oracle invariant" in s and "none found" in s for s in scenario.searched)
+    flushed = subject_of("subnormal-flush-sharded-view", "torch_xla")
+    assert flushed.references == ("https://github.com/openxla/xla/issues/22858",)
 
 
 def _scenarios() -> list[str]:

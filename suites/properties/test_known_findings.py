@@ -8,7 +8,6 @@ import pytest
 from harness.properties.base import (
     KNOWN_FINDINGS,
     KnownFinding,
-    _release,
     explained,
     isolated_invariants,
     known_findings,
@@ -30,7 +29,8 @@ def test_a_failure_no_finding_matches_is_not_excused() -> None:
 
 
 def test_findings_are_chosen_by_release() -> None:
-    assert _release("2.5.1+cpu") == (2, 5, 1) and _release("2.10.0") == (2, 10, 0)
+    """A finding's releases are its rows in the expected-outcomes table (#8522: reproduced before
+    2.7, passed from 2.7 on)."""
     old = {f.upstream for f in known_findings("spec-normalization", "torch_xla", "2.5.1")}
     new = {f.upstream for f in known_findings("spec-normalization", "torch_xla", "2.9.0")}
     assert old == {"https://github.com/pytorch/xla/issues/8522"} and new == set()
@@ -81,3 +81,51 @@ def test_a_known_failure_is_judged_as_drawn_and_an_unknown_one_shrinks(monkeypat
     with pytest.raises(RuntimeError):
         invariant.hypothesis_test(derandomize=True, database=None)()
     assert min(n for n in calls if n >= 10) == 10  # without a finding the failure shrinks to its smallest
+
+
+def test_every_finding_says_what_upstream_has() -> None:
+    """An issue's address first, or "none found" with the queries that found nothing."""
+    import re
+
+    for finding in KNOWN_FINDINGS:
+        assert finding.upstream.startswith("https://github.com/") or re.match(
+            r"none found: searched [\w/ -]+ issues for '", finding.upstream
+        ), finding
+        assert bool(finding.upstream_link) == finding.upstream.startswith("https://")
+
+
+def test_every_finding_is_reproducible_measured_and_reported_where_upstream_has_nothing() -> None:
+    """Each finding has a reproducer in its runtime's API (its scenario's or its own), rows in the
+    expected-outcomes table saying where it reproduced, and, where upstream has no issue for it,
+    a report ready to file under reports/upstream/."""
+    from harness.properties.base import expected_table
+    from harness.report.findings import report_files
+    from harness.scenarios import upstream_torch_xla as upstream
+    from harness.scenarios.registry import all_scenarios
+
+    catalog = {s.id for s in all_scenarios()}
+    table = expected_table()
+    assert not set(upstream.finding_names()) & catalog, "a finding's own name is a catalog id"
+    for finding in KNOWN_FINDINGS:
+        assert bool(finding.scenario) != bool(finding.id), f"{finding}: a scenario or an id, one of them"
+        assert upstream.reproducers(finding.name, finding.runtime), f"{finding.name}: no {finding.runtime} reproducer"
+        if finding.backend == "cpu":  # every row so far was measured on a CPU
+            assert table.reproduced_ranges(finding.runtime, finding.name), f"{finding.name}: no row says where"
+        if not finding.upstream_link:
+            assert report_files(finding.name, finding.runtime), (
+                f"{finding.name}: no upstream issue and no report under reports/upstream/ "
+                f"(xharness report upstream {finding.name} --runtime {finding.runtime} --release V)"
+            )
+
+
+@pytest.mark.parametrize("name", ["expanded-grad-accumulation", "nan-payload-resharding", "subnormal-flush-sharded-view"])
+def test_a_finding_that_stops_reproducing_is_unexpectedly_fixed(name: str) -> None:
+    """What the release cell does with a finding (suites/adapters/test_upstream_catalog.py): a
+    clean run where its row says reproduced fails, never reads as green."""
+    from harness.properties.base import expected_table
+    from harness.scenarios.expected import AS_EXPECTED, UNEXPECTEDLY_FIXED
+
+    table = expected_table()
+    assert table.judge("torch_xla", "2.9.0", name, "passed").verdict == UNEXPECTEDLY_FIXED
+    assert table.judge("torch_xla", "2.9.0", name, "reproduced").verdict == AS_EXPECTED
+    assert [f.name for f in KNOWN_FINDINGS if f.name == name and f.holds_on("2.9.0")]

@@ -107,3 +107,43 @@ def test_known_bugs_are_drawn_in_their_own_colour(tmp_path: Path) -> None:
     assert known > 2 * len(KNOWN) * 300, (known, green, red)
     assert green > 300 and red > 300  # the fixed scenario and the regression, in their own colours
     assert known > green  # three known bugs against one pass: the page is not read as green
+
+
+def test_the_findings_page_and_the_trend_s_known_bugs_as_chromium_draws_them(tmp_path: Path) -> None:
+    """Every known finding is a row of the rendered findings table, each unreported one marked;
+    the trend stacks known bugs in their own colour: a history with known bugs draws more of that
+    colour than the same page over a history without them."""
+    from png_pixels import count_colour, read_png
+
+    from harness.report.dashboard import COLORS
+    from harness.report.findings import NOT_REPORTED, finding_rows
+    from harness.report.records import PASSED, XFAILED, Attempt, TestRecord
+
+    def run(known: int) -> list[TestRecord]:
+        return [TestRecord(f"t.py::test_{i}", "cpu-1", attempts=[Attempt(XFAILED if i < known else PASSED)])
+                for i in range(12)]
+
+    shots = {}
+    for known in (0, 8):
+        history = tmp_path / f"history-{known}"
+        for i in range(4):
+            records = run(known if i < 3 else 0)  # the last run has none: only the trend shows them
+            publish(records, to_bytes(build_report(records)) + bytes([i]), None, None, history)
+        page = tmp_path / f"index-{known}.html"
+        publish(run(0), b"last", page, None, history)
+        shot = tmp_path / f"shot-{known}.png"
+        chromium(tmp_path / f"profile-{known}", f"--screenshot={shot}", "--window-size=1280,2400", page.as_uri())
+        shots[known] = count_colour(read_png(shot), COLORS[XFAILED])
+        if known:
+            dom = chromium(tmp_path / "profile-dom", "--dump-dom", page.as_uri()).stdout
+            table = dom[dom.index('<table id="findings-table">'):]
+            table = table[: table.index("</table>")]
+            rows = finding_rows()
+            assert table.count("<tr>") == len(rows) + 1
+            assert table.count(f">{NOT_REPORTED}</span>") == sum(1 for r in rows if not r.upstream)
+            for row in rows:
+                assert f"<b>{row.name}</b>" in table
+            REPORTS.mkdir(exist_ok=True)
+            chromium(tmp_path / "profile-shot", f"--screenshot={REPORTS / 'findings.png'}",
+                     "--window-size=1280,2400", page.as_uri() + "#findings")
+    assert shots[8] > shots[0] + 3 * 300, shots  # three runs' known-bug bars, some hundreds of pixels each

@@ -72,5 +72,6 @@ def test_summary_command(tmp_path: Path) -> None:
     assert out.read_text() == render_summary(
         __import__("harness.report.junit", fromlist=["read_records"]).read_records(
             tmp_path / "cpu-4.xml"
-        )
+        ),
+        findings=__import__("harness.report.findings", fromlist=["finding_rows"]).finding_rows(),
     )

@@ -37,6 +37,7 @@ def test_every_switch_is_off_by_default() -> None:
         "host-aliasing",
         "deleted-shard",
         "sharded-read-compiles",
+        "expanded-grad-accumulation",
     }
     assert faults.enabled() == frozenset()
 

@@ -1,0 +1,90 @@
+"""The known findings as a table: the bugs the harness found in real runtimes, for the dashboard's
+findings page and the step summary.
+
+A finding is declared once (``harness.properties.base.KNOWN_FINDINGS``, one entry per invariant
+that finds it); here the entries of one bug become one row. What each row shows is read where it
+lives: the releases from the expected-outcomes table's rows that say it reproduced, the upstream
+issue from the finding, and the ready-to-file report from ``reports/upstream/`` of the harness'
+own source tree (``xharness report upstream NAME`` writes it there).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from packaging.version import InvalidVersion, Version
+
+#: where ``xharness report upstream`` writes, relative to the source tree
+UPSTREAM_REPORTS = Path("reports") / "upstream"
+NOT_REPORTED = "not reported"
+
+
+@dataclass(frozen=True)
+class FindingRow:
+    """One bug a real runtime is known to carry."""
+
+    name: str  # the catalog scenario or the finding's own id
+    runtime: str
+    backend: str
+    releases: str  # the release ranges measured to carry it
+    found_by: tuple[str, ...]  # the invariants that find it
+    scenario: str  # the catalog scenario that re-creates it, or ""
+    summary: str
+    upstream: str  # the upstream issue's address, or "" (not reported)
+    report: str  # the report file, relative to the source tree, or ""
+
+    @property
+    def upstream_text(self) -> str:
+        return self.upstream or NOT_REPORTED
+
+
+def source_root() -> Path:
+    """The directory that holds the harness' package (its checkout, where the reports live)."""
+    import harness
+
+    return Path(harness.__file__).resolve().parent.parent
+
+
+def report_files(name: str, runtime: str, root: Path | None = None) -> list[str]:
+    """The committed reports of one finding, newest release last."""
+    folder = (root or source_root()) / UPSTREAM_REPORTS
+    prefix = f"{name}-{runtime}-"
+    found = [p for p in folder.glob(f"{prefix}*.md") if p.is_file()] if folder.is_dir() else []
+    found.sort(key=lambda p: _version(p.stem[len(prefix):]))
+    return [str(UPSTREAM_REPORTS / p.name) for p in found]
+
+
+def _version(text: str) -> tuple[int, Version | str]:
+    try:
+        return (1, Version(text))
+    except InvalidVersion:  # a report of a wheel or an installed build: before the releases
+        return (0, text)
+
+
+def finding_rows(root: Path | None = None) -> list[FindingRow]:
+    """Every known finding, once per bug, in declaration order."""
+    from harness.properties.base import KNOWN_FINDINGS, expected_table
+
+    table = expected_table()
+    rows: dict[tuple[str, str, str], FindingRow] = {}  # one per bug: name, runtime, backend
+    for finding in KNOWN_FINDINGS:
+        key = (finding.name, finding.runtime, finding.backend)
+        if key in rows:
+            old = rows[key]
+            rows[key] = FindingRow(**{**old.__dict__, "found_by": (*old.found_by, finding.invariant)})
+            continue
+        ranges = table.reproduced_ranges(finding.runtime, finding.name, finding.backend) if finding.name else []
+        reports = report_files(finding.name, finding.runtime, root) if finding.name else []
+        rows[key] = FindingRow(
+            name=finding.name,
+            runtime=finding.runtime,
+            backend=finding.backend,
+            releases=" or ".join(ranges) or f"not measured on {finding.backend}",
+            found_by=(finding.invariant,),
+            scenario=finding.scenario,
+            summary=finding.summary,
+            upstream=finding.upstream_link,
+            report=reports[-1] if reports else "",
+        )
+    return list(rows.values())
