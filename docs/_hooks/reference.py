@@ -7,7 +7,8 @@ A page asks for a table with a placeholder on a line of its own:
                                   each subcommand and sub-subcommand with its usage, its
                                   description and its arguments with their help;
 ``<!-- xharness:settings -->``    every setting (``harness.settings.markdown_table()``);
-``<!-- xharness:exit-codes -->``  every exit code (``harness.exits.markdown_table()``).
+``<!-- xharness:exit-codes -->``  every exit code (``harness.exits.markdown_table()``);
+``<!-- xharness:findings -->``    every known finding (``harness.report.findings.markdown_table()``).
 
 A placeholder of another name fails the build. ``suites/selftest/test_docs.py`` imports this module
 to hold the pages to the code the same way.
@@ -121,6 +122,12 @@ def settings_reference() -> str:
     return settings.markdown_table()
 
 
+def findings_reference() -> str:
+    from harness.report import findings
+
+    return findings.markdown_table()
+
+
 def exit_codes_reference() -> str:
     from harness import exits
 
@@ -131,6 +138,7 @@ GENERATORS: dict[str, Callable[[], str]] = {
     "cli": cli_reference,
     "settings": settings_reference,
     "exit-codes": exit_codes_reference,
+    "findings": findings_reference,
 }
 
 

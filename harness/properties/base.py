@@ -73,7 +73,7 @@ class KnownFinding:
     expects the failure (and fails, as unexpectedly fixed, when the runtime stops breaking it).
 
     Every finding has a reproducer in the runtime's own API: a catalog scenario's (``scenario``),
-    or its own (``id``, in ``upstream_torch_xla.FINDING_REPRODUCERS``). Which releases carry it is
+    or its own (``id``, in ``upstream_findings.FINDING_REPRODUCERS``). Which releases carry it is
     read from the expected-outcomes table's rows of that name, never written twice, and
     ``xharness report upstream NAME`` writes the issue to file."""
 

@@ -88,3 +88,20 @@ def finding_rows(root: Path | None = None) -> list[FindingRow]:
             report=reports[-1] if reports else "",
         )
     return list(rows.values())
+
+
+def markdown_table(rows: list[FindingRow] | None = None) -> str:
+    """The findings as the documentation shows them (``<!-- xharness:findings -->``)."""
+    lines = [
+        "| finding | runtime | releases | found by | upstream | report |",
+        "|---|---|---|---|---|---|",
+    ]
+    for f in finding_rows() if rows is None else rows:
+        found = ", ".join(f"`{i}`" for i in f.found_by) + (f"; scenario `{f.scenario}`" if f.scenario else "")
+        upstream = f"<{f.upstream}>" if f.upstream else f"**{NOT_REPORTED}**"
+        summary = f.summary.replace("|", "\\|")
+        lines.append(
+            f"| `{f.name}`: {summary} | {f.runtime} ({f.backend}) | {f.releases.replace('|', '')} | "
+            f"{found} | {upstream} | {f'`{f.report}`' if f.report else 'none'} |"
+        )
+    return "\n".join(lines)

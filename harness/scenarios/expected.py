@@ -32,7 +32,7 @@ measured on a CPU, and a GPU result nobody measured must read ``unexpected`` unt
 there and adds its row. Two rows may not cover one release of one scenario on one backend.
 
 A row's ``scenario`` is a catalog id, or the id of a known finding that no catalog scenario
-re-creates but that has upstream reproducers of its own (``upstream_torch_xla.FINDING_REPRODUCERS``):
+re-creates but that has upstream reproducers of its own (``upstream_findings.FINDING_REPRODUCERS``):
 the table is where every measured outcome lives, and a known finding's releases are read from it
 (``carries``), so a finding that stops reproducing is ``unexpectedly-fixed`` like any scenario.
 """
@@ -292,9 +292,9 @@ def load(path: Path | None = None, scenarios: tuple[str, ...] | None = None) -> 
     except tomllib.TOMLDecodeError as exc:
         raise ExpectedTableError(f"{path}: not valid TOML: {exc}") from None
     if scenarios is None:  # the catalog's ids, and the known findings that have reproducers of their own
-        from harness.scenarios import registry, upstream_torch_xla
+        from harness.scenarios import registry, upstream_findings
 
-        scenarios = tuple(s.id for s in registry.all_scenarios()) + tuple(upstream_torch_xla.finding_names())
+        scenarios = tuple(s.id for s in registry.all_scenarios()) + tuple(upstream_findings.finding_names())
     unknown_top = sorted(set(data) - {"expect"})
     if unknown_top:
         raise ExpectedTableError(f"{path}: unknown top-level key {unknown_top[0]!r} (rows are "

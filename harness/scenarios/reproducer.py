@@ -11,6 +11,7 @@ import re
 import signal
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from harness.adapters.base import Unsupported
 from harness.scenarios.base import Signature
@@ -60,3 +61,12 @@ class Reproducer:
         from harness import settings
 
         return int(settings.read("XHARNESS_RUNS")) if self.race or self.crashes else 1
+
+
+def torch_xla_sharding_api() -> Any:
+    """``torch_xla.distributed.spmd``, or where releases before 2.2 kept it."""
+    try:
+        import torch_xla.distributed.spmd as xs
+    except ImportError:
+        import torch_xla.experimental.xla_sharding as xs
+    return xs

@@ -14,13 +14,14 @@ import pytest
 
 from harness import cli
 from harness.releases.upstream_report import bisect_answer, render, standalone_script
+from harness.scenarios import upstream_findings
 from harness.scenarios import upstream_torch_xla as upstream
 from harness.scenarios.expected import PASSED, REPRODUCED
 from harness.scenarios.expected import load as load_table
 
 pytestmark = pytest.mark.cell_independent
 #: the catalog's triggers and the known findings' own (reported the same way)
-ALL = upstream.REPRODUCERS + upstream.FINDING_REPRODUCERS
+ALL = upstream.REPRODUCERS + upstream_findings.FINDING_REPRODUCERS
 TRIGGERS = [r for r in ALL if not standalone_script(r).leans_on_the_harness]
 
 

@@ -14,6 +14,8 @@ from harness.runtime import faults
 from harness.runtime.storage import Storage
 from harness.runtime.tensor import Tensor
 
+#: one device's tensors, no sharding, the runtime's defaults: the same in every cell
+pytestmark = pytest.mark.cell_independent
 SHAPE = (4, 6)
 
 
