@@ -290,7 +290,7 @@ def subject_of(name: str, runtime: str) -> Subject:
     from harness.scenarios import upstream_torch_xla as upstream
 
     findings = [f for f in KNOWN_FINDINGS if f.name == name and f.runtime == runtime]
-    searched = tuple(dict.fromkeys(f"{f.upstream} (the {f.invariant} invariant)" for f in findings))
+    searched = tuple(dict.fromkeys(f.upstream for f in findings))
     if name not in upstream.finding_names():
         scenario = registry.get(name)
         return Subject(name, scenario.title, scenario.story or scenario.trigger,
