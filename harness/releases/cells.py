@@ -167,7 +167,7 @@ def _suites_cell(runtime: str, release: str) -> Cell:
 def _invariant_cells(runtime: str, release: str) -> list[Cell]:
     """The invariants against the release in one cell, except those whose known failure on it
     breaks the process for the tests after them (``isolated_invariants``): a cell each."""
-    from harness.properties.base import isolated_invariants
+    from harness.scenarios.known_findings import isolated_invariants
 
     alone = isolated_invariants(runtime, release)
     tests = {invariant: f"{INVARIANT_TESTS}::test_{invariant.replace('-', '_')}" for invariant in alone}

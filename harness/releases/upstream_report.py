@@ -285,9 +285,9 @@ class Subject:
 def subject_of(name: str, runtime: str) -> Subject:
     """The report's subject: the scenario's title and story, or the finding's summary and who
     found it, with every known finding's upstream search (``KnownFinding.upstream``)."""
-    from harness.properties.base import KNOWN_FINDINGS
     from harness.scenarios import registry
     from harness.scenarios import upstream_torch_xla as upstream
+    from harness.scenarios.known_findings import KNOWN_FINDINGS
 
     findings = [f for f in KNOWN_FINDINGS if f.name == name and f.runtime == runtime]
     searched = tuple(dict.fromkeys(f.upstream for f in findings))

@@ -1,7 +1,7 @@
 """The known findings as a table: the bugs the harness found in real runtimes, for the dashboard's
 findings page and the step summary.
 
-A finding is declared once (``harness.properties.base.KNOWN_FINDINGS``, one entry per invariant
+A finding is declared once (``harness.scenarios.known_findings.KNOWN_FINDINGS``, one entry per invariant
 that finds it); here the entries of one bug become one row. What each row shows is read where it
 lives: the releases from the expected-outcomes table's rows that say it reproduced, the upstream
 issue from the finding, and the ready-to-file report from ``reports/upstream/`` of the harness'
@@ -64,7 +64,7 @@ def _version(text: str) -> tuple[int, Version | str]:
 
 def finding_rows(root: Path | None = None) -> list[FindingRow]:
     """Every known finding, once per bug, in declaration order."""
-    from harness.properties.base import KNOWN_FINDINGS, expected_table
+    from harness.scenarios.known_findings import KNOWN_FINDINGS, expected_table
 
     table = expected_table()
     rows: dict[tuple[str, str, str], FindingRow] = {}  # one per bug: name, runtime, backend

@@ -1,6 +1,6 @@
 """Reproducers of the known findings that no catalog scenario re-creates, in PyTorch/XLA's API.
 
-A finding of an invariant (``harness.properties.base.KNOWN_FINDINGS``) whose mechanism is the
+A finding of an invariant (``harness.scenarios.known_findings.KNOWN_FINDINGS``) whose mechanism is the
 runtime's own (a backend's arithmetic, a canonicalization) needs no fault switch in the reference
 runtime to be worth filing: the invariant that found it is its teeth. What it needs is the shrunk
 program, written in the runtime's API, so that the release job can watch it (its rows in

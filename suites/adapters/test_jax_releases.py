@@ -86,9 +86,9 @@ def test_a_jax_release_is_checked_by_the_catalog_the_invariants_and_the_suites()
 
 
 def test_an_invariant_whose_known_failure_poisons_the_process_runs_in_a_cell_of_its_own(monkeypatch) -> None:
-    from harness.properties import base
+    from harness.scenarios import known_findings
 
-    monkeypatch.setattr(base, "isolated_invariants", lambda runtime, version: ["sync-aliasing"])
+    monkeypatch.setattr(known_findings, "isolated_invariants", lambda runtime, version: ["sync-aliasing"])
     found = [c.cell for c in cells.release_checks("jax", "0.10.0", 900.0) if c.kind == "invariants"]
     assert [c.name for c in found] == ["jax-0.10.0-invariants", "jax-0.10.0-invariants-sync-aliasing"]
     test = "suites/properties/test_invariants.py::test_sync_aliasing"

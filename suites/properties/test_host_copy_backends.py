@@ -16,9 +16,10 @@ import pytest
 
 from harness.adapters import current
 from harness.properties import HOST_COPY, check_host_copy
-from harness.properties.base import known_finding, switched_on
+from harness.properties.base import switched_on
 from harness.runtime import faults
 from harness.scenarios.host_aliasing import RACE_BYTES, RACE_TRIALS
+from harness.scenarios.known_findings import known_finding
 
 #: none of these depends on the cell's device count or options: the matrix runs them in cpu-8
 pytestmark = pytest.mark.cell_independent

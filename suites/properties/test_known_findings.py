@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from harness.properties.base import (
+from harness.properties.base import explained
+from harness.scenarios.known_findings import (
     KNOWN_FINDINGS,
     KnownFinding,
-    explained,
     isolated_invariants,
     known_findings,
 )
@@ -98,9 +98,9 @@ def test_every_finding_is_reproducible_measured_and_reported_where_upstream_has_
     """Each finding has a reproducer in its runtime's API (its scenario's or its own), rows in the
     expected-outcomes table saying where it reproduced, and, where upstream has no issue for it,
     a report ready to file under reports/upstream/."""
-    from harness.properties.base import expected_table
     from harness.report.findings import report_files
     from harness.scenarios import upstream_torch_xla as upstream
+    from harness.scenarios.known_findings import expected_table
     from harness.scenarios.registry import all_scenarios
 
     catalog = {s.id for s in all_scenarios()}
@@ -122,8 +122,8 @@ def test_every_finding_is_reproducible_measured_and_reported_where_upstream_has_
 def test_a_finding_that_stops_reproducing_is_unexpectedly_fixed(name: str) -> None:
     """What the release cell does with a finding (suites/adapters/test_upstream_catalog.py): a
     clean run where its row says reproduced fails, never reads as green."""
-    from harness.properties.base import expected_table
     from harness.scenarios.expected import AS_EXPECTED, UNEXPECTEDLY_FIXED
+    from harness.scenarios.known_findings import expected_table
 
     table = expected_table()
     assert table.judge("torch_xla", "2.9.0", name, "passed").verdict == UNEXPECTEDLY_FIXED

@@ -19,7 +19,7 @@ def _run(passed: int, known: int) -> list[TestRecord]:
 
 
 def test_every_known_finding_is_one_row_with_its_releases_upstream_and_report() -> None:
-    from harness.properties.base import KNOWN_FINDINGS
+    from harness.scenarios.known_findings import KNOWN_FINDINGS
 
     rows = finding_rows()
     assert {(f.name, f.runtime, f.backend) for f in KNOWN_FINDINGS} == {(r.name, r.runtime, r.backend) for r in rows}
