@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from harness.runtime import autograd, faults, functional, ir, step, transfers
+from harness.runtime import autograd, config, faults, functional, ir, step, transfers
 from harness.runtime.storage import Storage
 
 
@@ -423,7 +423,8 @@ class Tensor:
             raise ValueError(f"backward() needs a scalar loss, got shape {self.shape}")
         if not self.requires_grad:
             raise RuntimeError("backward(): the loss does not depend on any tensor with requires_grad=True")
-        kept_expanded = faults.active(faults.EXPANDED_GRAD_ACCUMULATION)
+        # functionalization's write-back is where the increments meet: without it upstream is right
+        kept_expanded = faults.active(faults.EXPANDED_GRAD_ACCUMULATION) and config.options.functionalization
         expanded = autograd.expanded_seed_leaves(self.node) if kept_expanded else []
         for storage, grad in autograd.gradients(self.node, retain_graph):
             owner = storage.owner() if storage.owner is not None else None

@@ -135,3 +135,12 @@ def test_a_write_through_an_expand_view_is_upstream_s_inverse(op: str, base: flo
     assert np.unique(view.numpy()).tolist() == [want]
     assert b.numpy().tolist() == want
 
+
+
+def test_without_functionalization_the_switch_changes_nothing() -> None:
+    """``XLA_DISABLE_FUNCTIONALIZATION=1`` on 2.9.0: 2, as eager (nothing writes a view back)."""
+    previous = xr.configure(functionalization=False)
+    try:
+        assert _grads(_twice, inject=True).tolist() == [2.0]
+    finally:
+        xr.configure(**vars(previous))
