@@ -69,7 +69,7 @@ print(env.python if env else "")' "$version")"
   # An invariant whose known failure breaks the release's process for later tests runs alone.
   echo "ci/releases.sh: suites/properties/test_invariants.py against torch_xla $version"
   isolated="$(HARNESS_RUNTIME=torch_xla "$python" -c 'import sys
-from harness.properties.base import isolated_invariants
+from harness.scenarios.known_findings import isolated_invariants
 print(" ".join(isolated_invariants("torch_xla", sys.argv[1])))' "$version")"
   deselect=()
   for id in $isolated; do deselect+=(--deselect "suites/properties/test_invariants.py::test_${id//-/_}"); done

@@ -301,10 +301,15 @@ def check_host_copy(values: np.ndarray, chain: tuple[str, ...] = ()) -> None:
         )
         if attempt == 0 and chain and base.ALIASING in rt.capabilities:
             got, want = rt.to_host(pst.view_chain(rt, t, chain, values.shape)), pst.numpy_chain(values, chain)
-            assert same_bits(got, want), (
-                f"the tensor read through the views {chain} changed when its host array was written after it was "
-                f"made ({values.dtype}, {values.shape}): the device buffer aliases the caller's memory"
-            )
+            if not same_bits(got, want):
+                # the write is to blame only if a tensor whose array nobody wrote reads otherwise:
+                # a view that changes bits by itself (a NaN quieted by the view's computation) is
+                # the round-trip invariant's to judge, not aliasing
+                untouched = rt.to_host(pst.view_chain(rt, rt.tensor(values.copy()), chain, values.shape))
+                assert same_bits(got, untouched), (
+                    f"the tensor read through the views {chain} changed when its host array was written after "
+                    f"it was made ({values.dtype}, {values.shape}): the device buffer aliases the caller's memory"
+                )
 
 
 def _check_host_copy_racing(rt: Any, values: np.ndarray, backend: str) -> None:

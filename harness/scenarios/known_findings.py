@@ -71,10 +71,16 @@ class KnownFinding:
 
 @functools.cache
 def expected_table() -> Any:
-    """The harness' expected-outcomes table, read once per process (a malformed one raises)."""
-    from harness.scenarios import expected
+    """The harness' expected-outcomes table, read once per process (a malformed one raises).
 
-    return expected.load(expected.default_path())
+    The names its rows may use are the registered scenarios' entry-point names and the findings'
+    own, read without loading any scenario: an invariant's ready test asks this inside a release's
+    process, which must not import the catalog's modules for it."""
+    from harness import entrypoints
+    from harness.scenarios import expected, upstream_findings
+
+    names = tuple(e.name for e in entrypoints.entry_points(entrypoints.SCENARIOS))
+    return expected.load(expected.default_path(), scenarios=names + tuple(upstream_findings.finding_names()))
 
 
 #: what the invariants found on real runtimes (docs/reference/invariants.md, "Known findings")
