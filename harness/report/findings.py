@@ -10,7 +10,7 @@ own source tree (``xharness report upstream NAME`` writes it there).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
@@ -72,7 +72,7 @@ def finding_rows(root: Path | None = None) -> list[FindingRow]:
         key = (finding.name, finding.runtime, finding.backend)
         if key in rows:
             old = rows[key]
-            rows[key] = FindingRow(**{**old.__dict__, "found_by": (*old.found_by, finding.invariant)})
+            rows[key] = replace(old, found_by=(*old.found_by, finding.invariant))
             continue
         ranges = table.reproduced_ranges(finding.runtime, finding.name, finding.backend) if finding.name else []
         reports = report_files(finding.name, finding.runtime, root) if finding.name else []

@@ -1,7 +1,8 @@
-"""One upstream trigger of a catalog scenario, written in a real runtime's own API.
+"""One upstream trigger of a catalog scenario (or of a known finding), written in a real
+runtime's own API.
 
-The PyTorch/XLA reproducers (``upstream_torch_xla``) and the JAX ones (``upstream_jax``) are both
-made of these; the machinery that runs them in a fresh process and judges what came back lives in
+The PyTorch/XLA reproducers (``upstream_torch_xla``, ``upstream_findings``) and the JAX ones
+(``upstream_jax``) are all made of these; the machinery that runs them in a fresh process and judges what came back lives in
 ``upstream_torch_xla``, which reads both lists. Both import this module, so neither imports the other.
 """
 

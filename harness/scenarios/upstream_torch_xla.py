@@ -753,17 +753,21 @@ REPRODUCERS: tuple[Reproducer, ...] = (
 
 
 
-def _every() -> tuple[Reproducer, ...]:
+def _catalog() -> tuple[Reproducer, ...]:
     """PyTorch/XLA's reproducers and JAX's (``upstream_jax``: same machinery, other runtime)."""
     from harness.scenarios import upstream_jax
 
-    return REPRODUCERS + upstream_jax.REPRODUCERS + FINDING_REPRODUCERS
+    return REPRODUCERS + upstream_jax.REPRODUCERS
+
+
+def _every() -> tuple[Reproducer, ...]:
+    """The catalog's reproducers and the known findings' own (``upstream_findings``)."""
+    return _catalog() + FINDING_REPRODUCERS
 
 
 def scenarios(runtime: str = RUNTIME) -> list[str]:
     """Catalog ids with a reproducer for ``runtime``, in catalog order."""
-    findings = set(finding_names())
-    return list(dict.fromkeys(r.scenario for r in _every() if r.runtime == runtime and r.scenario not in findings))
+    return list(dict.fromkeys(r.scenario for r in _catalog() if r.runtime == runtime))
 
 
 def check_name(name: str) -> None:
