@@ -22,6 +22,7 @@ from harness.commands import (
     eager,
     init,
     matrix,
+    nemesis,
     releases,
     report,
     teeth,
@@ -41,6 +42,7 @@ COMMANDS: tuple[ModuleType, ...] = (
     bisect,  # bisect
     eager,  # eager
     teeth,  # teeth
+    nemesis,  # nemesis
     init,  # init
     config,  # config
 )

@@ -18,6 +18,7 @@ __all__ = [
     "EXIT_INTERRUPTED",
     "EXIT_NO_BACKEND",
     "EXIT_NO_CLUSTER",
+    "EXIT_NO_NETWORK",
     "EXIT_OK",
     "EXIT_UNAVAILABLE",
     "EXIT_USAGE",
@@ -33,6 +34,7 @@ EXIT_INSTALL = 3
 EXIT_UNAVAILABLE = 4
 EXIT_NO_BACKEND = 5
 EXIT_NO_CLUSTER = 6
+EXIT_NO_NETWORK = 7
 EXIT_INTERRUPTED = 130
 
 
@@ -59,6 +61,8 @@ TABLE: tuple[ExitCode, ...] = (
     ExitCode(EXIT_NO_BACKEND, "EXIT_NO_BACKEND", "bench: the backend asked for is not on this machine"),
     ExitCode(EXIT_NO_CLUSTER, "EXIT_NO_CLUSTER", "run --on slurm: no SLURM controller answers (its commands "
              "are missing or the controller is down); nothing was submitted"),
+    ExitCode(EXIT_NO_NETWORK, "EXIT_NO_NETWORK", "nemesis: no network of hosts can be made here (not root, or "
+             "ip, nft, tc or unshare missing); the message says which"),
     ExitCode(EXIT_INTERRUPTED, "EXIT_INTERRUPTED", "interrupted (Ctrl-C or SIGTERM); what finished is "
              "kept and merged"),
 )

@@ -315,6 +315,20 @@ def adapter() -> Any:
 
 
 @pytest.fixture
+def nemesis() -> Any:
+    """Run a job of hosts of their own under faults and judge it: ``nemesis(faults, spec)``
+    returns ``harness.network.run_faulted``'s ``Outcome`` (history and verdicts). Skipped with
+    the reason where no network namespaces can be made (not root, iproute2 or nftables missing);
+    every namespace it makes is gone when the call returns."""
+    from harness import network
+
+    why = network.unavailable()
+    if why:
+        pytest.skip(f"no network of hosts here: {why}")
+    return network.run_faulted
+
+
+@pytest.fixture
 def mesh(runtime: Any, devices: list[Any]) -> Any:
     """A 1-D mesh over every device, axis ``data``."""
     n = len(devices)

@@ -74,6 +74,39 @@ def await_latch(latch: sched.Latch, what: str, ticket: Ticket | None) -> None:
     raise give_up(what, ticket, limit or 0.0)
 
 
+def bounded_call(function: Callable[[], Any], what: str) -> Any:
+    """``function()`` bounded by ``wait_timeout``: work that waits on other processes (a gather
+    across them) blocks in native code for as long as a peer is unreachable, and gloo has no
+    timeout of its own. Past the deadline ``ExecutionTimeoutError`` is raised with the stuck
+    thread's stack; the thread is left to JAX, as a stuck executor thread is."""
+    limit = wait_timeout()
+    if limit is None:
+        return function()
+    box: list[Any] = []
+
+    def run() -> None:
+        try:
+            box.append((True, function()))
+        except BaseException as exc:  # handed to the caller
+            box.append((False, exc))
+
+    thread = threading.Thread(target=run, name=f"bounded: {what}", daemon=True)
+    thread.start()
+    thread.join(limit)
+    if not box:
+        from harness.runtime.errors import ExecutionTimeoutError
+
+        raise ExecutionTimeoutError(
+            f"{what} has not completed within {limit:g} s (the runtime's wait_timeout: "
+            "xr.configure(wait_timeout=...) or HARNESS_WAIT_TIMEOUT): a process it needs is "
+            f"unreachable, stopped or gone. The waiting thread is at:\n{executor_stack(thread)}"
+        )
+    ok, value = box[0]
+    if not ok:
+        raise value
+    return value
+
+
 def executor_stack(thread: threading.Thread | None) -> str:
     """The Python stack of ``thread`` as it is now, innermost call last."""
     if thread is None or thread.ident is None:

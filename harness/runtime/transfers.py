@@ -17,7 +17,7 @@ from jax.sharding import NamedSharding, PartitionSpec
 
 from harness import sched
 from harness.runtime import faults, ir, topology
-from harness.runtime.deadlines import await_latch
+from harness.runtime.deadlines import await_latch, bounded_call
 from harness.runtime.device_data import DeviceData
 
 
@@ -119,7 +119,9 @@ def to_host(data: DeviceData) -> np.ndarray:
         return np.asarray(array.addressable_data(0))
     from jax.experimental import multihost_utils
 
-    return np.asarray(multihost_utils.process_allgather(array, tiled=True))
+    # a gather over every process: bounded, since a peer cut off leaves it blocked in gloo for ever
+    return np.asarray(bounded_call(lambda: multihost_utils.process_allgather(array, tiled=True),
+                                   "gathering a value split across processes"))
 
 
 def _replicated_by_a_new_program(array: jax.Array) -> jax.Array:
