@@ -23,9 +23,14 @@ rm -rf "$docs_site"
 # build in an environment of its own under $XHARNESS_ENV_DIR (about a minute the first time, from
 # this kind of machine's disk; reused after), so that .venv never needs torch.
 .venv/bin/xharness eager
+# The network-fault suites (suites/network) make hosts of their own in network namespaces, as
+# root, with nftables and iproute2 from the OS packages; not root, they are skipped with the reason.
+if [ "$(id -u)" = 0 ]; then bash ci/network.sh install; fi
 # pytest's exit 5 (no tests collected) fails the job like any other non-zero code. The cluster
 # suites run on their own below, one test at a time.
 .venv/bin/python -m pytest suites -q -p xdist -n 2 --ignore=suites/cluster "$@"
+# nothing of the network suites is left: no namespace, /etc/netns entry, link or nftables table
+if [ "$(id -u)" = 0 ]; then bash ci/network.sh check; fi
 
 # The example plugin as a maintainer uses it (examples/tinyjax): a fresh environment with xharness
 # and the plugin, then list, repro, run over its two cells, teeth and init, each checked (about a

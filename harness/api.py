@@ -8,6 +8,10 @@ meaning across releases of the harness, and every other module of the harness ma
 
 The capability names (``TENSORS``, ``MESHES``, ``SHARDING``... and ``CAPABILITIES``, every one)
 are what an adapter declares in ``capabilities`` and what a check ``require``s or ``needs``.
+
+The network faults (``Partition``, ``Flap``, ``Pause``, ``Kill``, ``Throttle``, ``Late``, started
+``At`` a time or ``AtPoint`` a named point) are values a test passes to ``run_faulted`` (or to the
+plugin's ``nemesis`` fixture) with a ``JobSpec``; docs/how-to/network-faults.md shows them.
 """
 
 from __future__ import annotations
@@ -41,10 +45,34 @@ from harness.adapters.base import (
     Unsupported,
 )
 from harness.cell_shape import CellShape, cell_shape
+from harness.network import (
+    At,
+    AtPoint,
+    Flap,
+    JobSpec,
+    Kill,
+    Late,
+    Partition,
+    Pause,
+    Throttle,
+    run_faulted,
+)
+from harness.network import Fault as NetworkFault
 from harness.properties.base import Invariant
 from harness.scenarios.base import Context, InvariantViolation, Needs, Scenario, Signature
 
 __all__ = [
+    "At",
+    "AtPoint",
+    "Flap",
+    "JobSpec",
+    "Kill",
+    "Late",
+    "NetworkFault",
+    "Partition",
+    "Pause",
+    "Throttle",
+    "run_faulted",
     "ALIASING",
     "ASYNC_SYNC",
     "BEHAVIOURS",
