@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from pathlib import Path
 
 from harness.errors import UsageError
@@ -34,6 +36,9 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-a
     p.add_argument("cases", nargs="*", metavar="CASE", help=f"cases to run (default all: {', '.join(BY_NAME)})")
     p.add_argument("--runtime", choices=("jax", "reference"), default="jax",
                    help="what the ranks run: plain JAX collectives, or the reference runtime's")
+    p.add_argument("--python", default=sys.executable, metavar="PATH",
+                   help="the interpreter the ranks run (with JAX and this harness installed), e.g. a "
+                   "release environment of `xharness releases`; default this one")
     p.add_argument("-j", "--jobs", type=int, default=2, help="cases run at once (default 2)")
     p.add_argument("--json", action="store_true", help="every verdict and timeline as JSON")
     p.add_argument("--markdown", action="store_true", help="the findings table as Markdown")
@@ -43,11 +48,15 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-a
     p.set_defaults(handler=nemesis_command)
 
 
-def release(runtime: str) -> str:
-    """The runtime under test and its release, as the cases' rows name it ("jax 0.10.2")."""
-    import jax
-
-    return f"{runtime} {jax.__version__}" if runtime == "jax" else f"reference (jax {jax.__version__})"
+def release(runtime: str, python: str) -> str:
+    """The runtime under test and its release as the ranks' interpreter has it, as the cases'
+    rows name it ("jax 0.10.2"), read from its metadata without importing JAX."""
+    done = subprocess.run([python, "-c", "import importlib.metadata as m; print(m.version('jax'))"],
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        raise UsageError(f"{python} has no JAX the ranks could run: {done.stderr.strip()[-300:]}")
+    version = done.stdout.strip()
+    return f"jax {version}" if runtime == "jax" else f"reference (jax {version})"
 
 
 def detection(outcome: Outcome) -> float | None:
@@ -62,9 +71,8 @@ def detection(outcome: Outcome) -> float | None:
     return round(min(ends) - starts[0], 1) if ends else None
 
 
-def _run(case: Case, runtime: str) -> Outcome:
-    spec = case.spec if runtime == "jax" else type(case.spec)(**{**case.spec.__dict__, "runtime": runtime})
-    return run_faulted(case.faults, spec, bound=case.bound)
+def _run(case: Case, runtime: str, python: str) -> Outcome:
+    return run_faulted(case.faults, replace(case.spec, runtime=runtime, python=python), bound=case.bound)
 
 
 def nemesis_command(args: argparse.Namespace) -> int:
@@ -83,9 +91,9 @@ def nemesis_command(args: argparse.Namespace) -> int:
         print(f"xharness nemesis: no network of hosts here: {why}", file=sys.stderr)
         return EXIT_NO_NETWORK
     cases = [BY_NAME[c] for c in args.cases] if args.cases else list(CASES)
-    rel = release(args.runtime)
+    rel = release(args.runtime, args.python)
     with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
-        outcomes = list(pool.map(lambda c: _run(c, args.runtime), cases))
+        outcomes = list(pool.map(lambda c: _run(c, args.runtime, args.python), cases))
     differs = 0
     rows = []
     for case, outcome in zip(cases, outcomes, strict=True):
@@ -107,7 +115,8 @@ def nemesis_command(args: argparse.Namespace) -> int:
     else:
         for case, outcome, status, want in rows:
             marks = " ".join(f"{k}={_mark(v.holds)}" for k, v in outcome.verdicts.items())
-            print(f"{case.name:18} {status:12} {marks}  detected {detection(outcome)} s")
+            when = detection(outcome)
+            print(f"{case.name:18} {status:12} {marks}  " + ("no rank failed" if when is None else f"failed after {when:g} s"))
             if status == "DIFFERS":
                 print(f"  expected {want}\n  " + outcome.report().replace("\n", "\n  "))
     return EXIT_FAILED if differs else EXIT_OK

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.network.checks import CHECKS, Verdict, judge
+from harness.network.checks import CHECKS, Verdict, default_bound, judge
 from harness.network.fabric import Fabric, FabricError, unavailable
 from harness.network.faults import At, AtPoint, Fault, Flap, Kill, Late, Partition, Pause, Throttle
 from harness.network.history import History
@@ -44,12 +44,12 @@ class Outcome:
 def run_faulted(faults: Sequence[Fault], spec: JobSpec | None = None, *, bound: float | None = None,
                 workdir: Path | None = None) -> Outcome:
     """Run ``spec``'s job with ``faults`` in a fabric of its own and judge it. ``bound`` (default:
-    the heartbeat timeout plus 10 s) is how long after the nemesis' last action the job may take
+    the heartbeat timeout plus ``checks.SLACK``) is how long after the nemesis' last action the job may take
     to end."""
     spec = spec or JobSpec()
     history = run_job(spec, faults, workdir)
     addresses = _addresses(history)
-    verdicts = judge(history, faults, bound=bound if bound is not None else spec.heartbeat + 10.0,
+    verdicts = judge(history, faults, bound=bound if bound is not None else default_bound(spec.heartbeat),
                      collectives=spec.collectives, addresses=addresses)
     return Outcome(history, verdicts)
 

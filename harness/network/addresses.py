@@ -35,16 +35,15 @@ class HostPlan:
 
     @property
     def hostname(self) -> str:
-        return f"{NAME_PREFIX}{self.fabric}-h{self.index}"
+        """The host's name is its namespace's: one name to look for in a log or ``ip netns``."""
+        return self.namespace
 
     @property
     def address(self) -> str:
         return str(subnet(self.fabric)[self.index + 1])
 
-    @property
-    def device(self) -> str:
-        """The host's end of its link, inside its namespace."""
-        return "eth0"
+    #: the host's end of its link, inside its namespace
+    device = "eth0"
 
     @property
     def peer_device(self) -> str:
@@ -60,8 +59,7 @@ class FabricPlan:
     hosts: int
 
     def __post_init__(self) -> None:
-        if not 0 <= self.number < FABRICS:
-            raise ValueError(f"fabric number {self.number} outside 0..{FABRICS - 1}")
+        subnet(self.number)  # a number outside the block raises
         if not 1 <= self.hosts <= MAX_HOSTS:
             raise ValueError(f"a fabric has 1 to {MAX_HOSTS} hosts, not {self.hosts}")
 
@@ -82,10 +80,6 @@ class FabricPlan:
     def members(self) -> tuple[HostPlan, ...]:
         return tuple(HostPlan(self.number, i) for i in range(self.hosts))
 
-    @property
-    def namespaces(self) -> tuple[str, ...]:
-        return (self.hub, *(h.namespace for h in self.members))
-
     def hosts_file(self) -> str:
         """The ``/etc/hosts`` every host of the fabric sees (``ip netns exec`` mounts it): each
         hostname resolves to its own address, which is what gloo connects to."""
@@ -98,7 +92,8 @@ def subnet(number: int) -> ipaddress.IPv4Network:
     """The /24 of fabric ``number`` inside 198.18.0.0/15."""
     if not 0 <= number < FABRICS:
         raise ValueError(f"fabric number {number} outside 0..{FABRICS - 1}")
-    return list(BLOCK.subnets(new_prefix=PREFIX_LEN))[number]
+    first = int(BLOCK.network_address) + number * 2 ** (32 - PREFIX_LEN)
+    return ipaddress.ip_network((first, PREFIX_LEN))
 
 
 def is_ours(name: str) -> bool:

@@ -18,8 +18,6 @@ CRASHED = "crashed"  # the runtime says a task crashed or died
 HEARTBEAT = "heartbeat"  # a task stopped sending heartbeats, cause left open
 UNREACHABLE = "unreachable"  # this task could not reach a peer or the coordination service
 TIMEOUT = "timeout"  # an operation timed out, no peer named
-UNKNOWN = "unknown"
-KINDS = (CRASHED, HEARTBEAT, UNREACHABLE, TIMEOUT, UNKNOWN)
 
 
 @dataclass(frozen=True)

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from harness.network.checks import default_bound
 from harness.network.faults import AtPoint, Fault, Flap, Kill, Late, Partition, Pause, Throttle
 from harness.network.job import JobSpec
 
 #: JAX's heartbeat timeout in every case (seconds): short, so that a case takes seconds
 HEARTBEAT = 5.0
 #: how long past the nemesis' last action a job may take to end, result or error
-BOUND = HEARTBEAT + 10.0
+BOUND = default_bound(HEARTBEAT)
 #: what still runs this long after the start is killed (a hang is then a record)
 LIMIT = 40.0
 
@@ -95,4 +96,4 @@ def agrees(want: dict[str, bool | str | None], got: dict[str, bool | None]) -> b
     return set(want) == set(got) and all(w == VARIES or w == got[k] for k, w in want.items())
 
 
-__all__ = ["BOUND", "VARIES", "agrees", "BY_NAME", "CASES", "EXPECTED", "HEARTBEAT", "LIMIT", "Case", "Kill", "expected"]
+__all__ = ["BOUND", "BY_NAME", "CASES", "EXPECTED", "HEARTBEAT", "LIMIT", "VARIES", "Case", "agrees", "expected"]

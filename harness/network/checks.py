@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from harness.network import blame
-from harness.network.faults import Fault, Flap, Kill, Late, Partition, Pause, Throttle, heals_within
+from harness.network.faults import Fault, Kill, Late, heals_within
 from harness.network.history import History
 
 
@@ -35,6 +35,13 @@ class Verdict:
 
 
 CHECKS = ("bounded", "blamed", "survived", "silent", "torn")
+#: how long past the heartbeat timeout a job may take to end after the nemesis' last action
+SLACK = 10.0
+
+
+def default_bound(heartbeat: float) -> float:
+    """The bound of a job whose test declares none: its heartbeat timeout plus ``SLACK``."""
+    return heartbeat + SLACK
 
 
 def last_action(history: History) -> float:
@@ -165,5 +172,3 @@ def judge(history: History, faults: Sequence[Fault], *, bound: float, collective
         "torn": torn(history),
     }
 
-
-__all__ = ["CHECKS", "Flap", "Partition", "Pause", "Throttle", "Verdict", "judge"]

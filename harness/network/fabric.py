@@ -122,17 +122,25 @@ class Fabric:
         return done
 
 
+def _lock(number: int) -> int | None:
+    """Take fabric ``number``'s lock: the descriptor that holds it, or None when a live process
+    holds it (closing the descriptor releases it)."""
+    LOCK_DIR.mkdir(parents=True, exist_ok=True)
+    fd = os.open(LOCK_DIR / f"fabric-{number}.lock", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        return None
+    return fd
+
+
 def _take_number() -> tuple[int, int]:
     """The lowest fabric number no live process holds, and the descriptor that holds it."""
-    LOCK_DIR.mkdir(parents=True, exist_ok=True)
     for number in range(FABRICS):
-        fd = os.open(LOCK_DIR / f"fabric-{number}.lock", os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
-            continue
-        return number, fd
+        fd = _lock(number)
+        if fd is not None:
+            return number, fd
     raise FabricError(f"all {FABRICS} fabric numbers are in use ({LOCK_DIR})")
 
 
@@ -194,15 +202,11 @@ def remove(number: int) -> list[str]:
 
 
 def _held(number: int) -> bool:
-    """Whether a live process holds fabric ``number`` (its lock is taken)."""
-    LOCK_DIR.mkdir(parents=True, exist_ok=True)
-    fd = os.open(LOCK_DIR / f"fabric-{number}.lock", os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
+    """Whether a live process holds fabric ``number``."""
+    fd = _lock(number)
+    if fd is None:
         return True
-    finally:
-        os.close(fd)  # closing releases a lock taken here
+    os.close(fd)
     return False
 
 
@@ -212,7 +216,7 @@ def _number(name: str) -> int:
 
 def orphans() -> list[str]:
     """What the harness made and no live process holds: what an interrupted run left behind."""
-    names = sorted(set(_leftover_names()))
+    names = leftovers()
     held = {n: _held(n) for n in {_number(name) for name in names}}
     return [name for name in names if not held[_number(name)]]
 
@@ -221,12 +225,8 @@ def sweep() -> list[str]:
     """Remove every fabric no live process holds: what an interrupted run left behind."""
     removed = []
     for number in sorted({_number(name) for name in orphans()}):
-        LOCK_DIR.mkdir(parents=True, exist_ok=True)
-        fd = os.open(LOCK_DIR / f"fabric-{number}.lock", os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
+        fd = _lock(number)
+        if fd is None:
             continue  # a run took it meanwhile
         try:
             removed += remove(number)
@@ -235,15 +235,11 @@ def sweep() -> list[str]:
     return removed
 
 
-def _leftover_names() -> list[str]:
+def leftovers() -> list[str]:
+    """What the harness made and nothing removed yet: namespaces and ``/etc/netns`` entries."""
     names = [n for n in namespaces() if is_ours(n)]
     try:
         names += [e.name for e in NETNS_ETC.iterdir() if is_ours(e.name)]
     except OSError:
         pass
-    return names
-
-
-def leftovers() -> list[str]:
-    """What the harness made and nothing removed: namespaces and ``/etc/netns`` entries."""
-    return sorted(set(_leftover_names()))
+    return sorted(set(names))

@@ -170,9 +170,6 @@ class Late(Fault):
         return f"late start of rank {self.rank} by {self.seconds:g} s"
 
 
-FAULTS: tuple[type[Fault], ...] = (Partition, Flap, Pause, Kill, Throttle, Late)
-
-
 def heals_within(fault: Fault, seconds: float) -> bool:
     """Whether ``fault`` is over within ``seconds`` of its start (a late rank counts its delay)."""
     if isinstance(fault, Late):

@@ -67,11 +67,6 @@ class History:
         """The rank's own reports of one kind (``collective``, ``error``, ``done``, ...)."""
         return [e.detail for e in self.of("rank-event", rank) if e.detail.get("event") == what]
 
-    @property
-    def elapsed(self) -> float:
-        ends = [e.t for e in self.events]
-        return max(ends) if ends else 0.0
-
     def to_json(self) -> str:
         return json.dumps(
             {"ranks": self.ranks, "heartbeat": self.heartbeat, "faults": self.faults,

@@ -68,7 +68,7 @@ class _Run:
         self.procs: dict[int, subprocess.Popen[str]] = {}
         self.exited: set[int] = set()
         self.lines: queue.Queue[tuple[int, str | None]] = queue.Queue()
-        self.timers: list[tuple[float, int, str, Callable[[], None]]] = []
+        self.timers: list[tuple[float, int, Callable[[], None]]] = []
         self.seq = itertools.count()
         self.at_point: dict[str, set[int]] = {}
         self.fired: set[str] = set()
@@ -82,8 +82,8 @@ class _Run:
         proc = self.procs.get(rank)
         return proc.pid if proc is not None and proc.poll() is None else None
 
-    def later(self, seconds: float, what: str, action: Callable[[], None]) -> None:
-        heapq.heappush(self.timers, (self.now() + seconds, next(self.seq), what, action))
+    def later(self, seconds: float, action: Callable[[], None]) -> None:
+        heapq.heappush(self.timers, (self.now() + seconds, next(self.seq), action))
 
     # ------------------------------------------------------------------------------ faults
     def start_fault(self, index: int, fault: Fault) -> None:
@@ -92,19 +92,19 @@ class _Run:
                 if cut == 0:
                     self._flap_cut(index, 0, up_at - down_at)
                 else:
-                    self.later(down_at, "flap", lambda i=index, c=cut, d=up_at - down_at: self._flap_cut(i, c, d))
+                    self.later(down_at, lambda i=index, c=cut, d=up_at - down_at: self._flap_cut(i, c, d))
             return
         done = self.nemesis.start(fault)
         self.history.add(self.now(), "fault-start", fault.rank, fault=index, what=fault.describe(), action=done)
         if fault.heal_after is not None and not isinstance(fault, Late):
-            self.later(fault.heal_after, "heal", lambda: self._heal(index, fault, done))
+            self.later(fault.heal_after, lambda: self._heal(index, fault, done))
 
     def _flap_cut(self, index: int, cut: int, down: float) -> None:
         fault = self.faults[index]
         done = self.nemesis.start(fault)
         self.history.add(self.now(), "fault-start", fault.rank, fault=index, what=fault.describe(),
                          action=done, cut=cut)
-        self.later(down, "heal", lambda: self._heal(index, fault, done, cut=cut))
+        self.later(down, lambda: self._heal(index, fault, done, cut=cut))
 
     def _heal(self, index: int, fault: Fault, started: str, **more: Any) -> None:
         done = self.nemesis.heal(fault, started)
@@ -191,15 +191,15 @@ class _Run:
         late = {f.rank: f for f in self.faults if isinstance(f, Late)}
         for rank in range(self.spec.ranks):
             if rank in late:
-                self.later(late[rank].seconds, "late", lambda r=rank: self.spawn(r))
+                self.later(late[rank].seconds, lambda r=rank: self.spawn(r))
             else:
                 self.spawn(rank)
         for index, fault in enumerate(self.faults):
             if isinstance(fault.start, At) and not isinstance(fault, Late):
-                self.later(fault.start.seconds, "start", lambda i=index, f=fault: self.start_fault(i, f))
+                self.later(fault.start.seconds, lambda i=index, f=fault: self.start_fault(i, f))
         while self.now() < self.spec.limit:
             while self.timers and self.timers[0][0] <= self.now():
-                heapq.heappop(self.timers)[3]()
+                heapq.heappop(self.timers)[2]()
             try:
                 rank, line = self.lines.get(timeout=0.02)
                 if line is not None:

@@ -43,14 +43,18 @@ def expected_rows(ranks: int, k: int) -> list[float]:
     return [float((r + 1) * k) for r in range(ranks)]
 
 
+def _rows(rows: Any) -> list[float]:
+    """Each rank's row of an answer as one number: a row that is not constant is as wrong as a
+    wrong constant (NaN, which equals nothing)."""
+    return [float(row[0]) if float(row[0]) == float(row[-1]) else float("nan") for row in rows]
+
+
 def _gather_jax(rank: int, k: int, size: int) -> list[float]:
     import numpy as np
     from jax.experimental import multihost_utils
 
     mine = np.full((size,), float((rank + 1) * k), dtype=np.float32)
-    rows = np.asarray(multihost_utils.process_allgather(mine))
-    # a row that is not constant is as wrong as a wrong constant: report its first and last
-    return [float(row[0]) if float(row[0]) == float(row[-1]) else float("nan") for row in rows]
+    return _rows(np.asarray(multihost_utils.process_allgather(mine)))
 
 
 class _Reference:
@@ -78,8 +82,7 @@ class _Reference:
     def gather(self, k: int) -> list[float]:
         self.value.add_(self.base)  # after k steps: (r + 1) * k on rank r's piece
         self.xr.mark_step()
-        flat = self.value.numpy().reshape(self.ranks, self.size * self.per)
-        return [float(row[0]) if float(row[0]) == float(row[-1]) else float("nan") for row in flat]
+        return _rows(self.value.numpy().reshape(self.ranks, self.size * self.per))
 
 
 def main(argv: list[str] | None = None) -> int:

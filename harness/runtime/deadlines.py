@@ -16,6 +16,7 @@ from typing import Any
 
 from harness import sched
 from harness.runtime import config
+from harness.runtime.errors import ExecutionTimeoutError
 
 #: how a wait that passed its deadline gives the stuck work up: (what waited, the ticket waited
 #: on, the limit, a detail) -> the error to raise; registered by the executor thread's module
@@ -94,8 +95,6 @@ def bounded_call(function: Callable[[], Any], what: str) -> Any:
     thread.start()
     thread.join(limit)
     if not box:
-        from harness.runtime.errors import ExecutionTimeoutError
-
         raise ExecutionTimeoutError(
             f"{what} has not completed within {limit:g} s (the runtime's wait_timeout: "
             "xr.configure(wait_timeout=...) or HARNESS_WAIT_TIMEOUT): a process it needs is "
