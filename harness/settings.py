@@ -249,6 +249,8 @@ SETTINGS: tuple[Setting, ...] = (
         ("HARNESS_PROCESS_ID", Integer("a whole number, 0 or more", minimum=0), "0", "this rank of a multi-process cell"),
         ("HARNESS_COORDINATOR", Text("host:port"), "", "jax.distributed's coordinator of a multi-process cell"),
         ("HARNESS_SLICES", Integer("a whole number, 1 or more"), "1", "the cell's slices"),
+        ("HARNESS_NETWORK", Choice("loopback or namespaces", values=("loopback", "namespaces")), "loopback",
+         "the cell's network: namespaces when each rank is a host of its own"),
         ("HARNESS_FUNCTIONALIZATION", Flag(), "1", "the cell's runtime.functionalization"),
         ("HARNESS_RELEASE", Text("a release"), "", "the cell's runtime.release"),
         ("HARNESS_SKIP_SLICE_DISCOVERY", Text("true, or anything else"), "",
@@ -347,6 +349,9 @@ KEYS: tuple[Setting, ...] = (
     Setting("description", Text(), "", "free text shown by xharness cells", CELL),
     Setting("launcher", Choice("local, slurm or mpi", values=("local", "slurm", "mpi")), "local",
             "who starts the cell's ranks: the supervisor, srun or mpirun", CELL),
+    Setting("network", Choice("loopback or namespaces", values=("loopback", "namespaces")), "loopback",
+            "how a multi-process cell's ranks reach each other: the loopback they share, or each a host "
+            "of its own (a network and UTS namespace on a bridge, 198.18.0.0/15; needs root)", CELL),
     Setting("cluster", Text("a table: partition, account, time_limit, nodes, tasks_per_node, extra, sbatch"), "",
             "where a cell runs on a site's cluster: a launcher cell's srun and a cell's job under "
             "--on slurm (--partition, --account, --time, ...)", CELL),

@@ -22,6 +22,7 @@ from harness import adapters, hardware, settings
 from harness.adapters import runtimes
 from harness.backends import Backend
 from harness.matrix.launchers import LAUNCHERS, LOCAL, ClusterOptions
+from harness.network.addresses import LOOPBACK, NAMESPACES, NETWORKS
 from harness.project import Project
 
 #: backends a cell may name; each maps to the JAX platform it selects
@@ -90,6 +91,7 @@ CELL_VARIABLES: dict[str, tuple[str, Callable[[Cell, str], str | None]]] = {
     "HARNESS_PROCESS_ID": ("processes", lambda c, r: None),  # each rank's, set by the supervisor
     "HARNESS_COORDINATOR": ("processes", lambda c, r: None),  # the launch's, set by the supervisor
     "HARNESS_SLICES": ("slices", lambda c, r: str(c.slices)),
+    "HARNESS_NETWORK": ("network", lambda c, r: c.network),
     "HARNESS_NUM_SLICES": ("slices", lambda c, r: str(c.slices)),
     "HARNESS_RUNTIME": ("--runtime", lambda c, r: r),
     "HARNESS_RELEASE": ("runtime.release", lambda c, r: c.release or None),
@@ -143,6 +145,7 @@ class Cell:
     derived_from: str | None = None  # the template this cell was made from (``gpu-all``)
     launcher: str = LOCAL  # who starts the ranks: the supervisor, srun or mpirun
     cluster: ClusterOptions = field(default_factory=ClusterOptions)  # a launcher cell's site options
+    network: str = LOOPBACK  # or NAMESPACES: each rank a host of its own (``harness.network``)
 
     @property
     def stem(self) -> str:
@@ -224,6 +227,7 @@ class Cell:
             "launcher": self.launcher,
             **({"cluster": {k: v for k, v in asdict(self.cluster).items() if v}}
                if self.launcher != LOCAL or self.cluster != ClusterOptions() else {}),
+            **({"network": self.network} if self.network != LOOPBACK else {}),
         }
 
 
@@ -491,6 +495,10 @@ class _Parser:
             if value not in LAUNCHERS:
                 raise self.fail(table, key, f"unknown launcher {value!r} (expected one of {', '.join(LAUNCHERS)})")
             return value
+        if key == "network":
+            if value not in NETWORKS:
+                raise self.fail(table, key, f"unknown network {value!r} (expected one of {', '.join(NETWORKS)})")
+            return value
         if key == "cluster":
             return self._cluster(table, value)
         if key in ("paths", "pytest_args"):
@@ -602,6 +610,12 @@ class _Parser:
             raise self.fail(
                 table, "slices", f"under a launcher a slice is a node: {cell.slices} slices need "
                 f"{cell.slices} nodes (cluster.nodes, or one node per process)",
+            )
+        if cell.network == NAMESPACES and (cell.processes < 2 or cell.launcher != LOCAL):
+            raise self.fail(
+                table, "network", "namespaces make each rank a host of its own: they need 2 or more "
+                f"processes started by the supervisor (launcher = \"local\"), not {cell.processes} "
+                f"process(es) under {cell.launcher}",
             )
         if cell.processes > 1 and cell.processes % cell.slices:
             raise self.fail(

@@ -16,6 +16,8 @@ from harness.backends import Backend
 from harness.hardware import GPU_VISIBLE, TPU_VISIBLE
 from harness.matrix.config import MIN_TEMPLATE_DEVICES, Cell
 from harness.matrix.launchers import LOCAL, unavailable
+from harness.network import fabric
+from harness.network.addresses import NAMESPACES
 
 _GPU_PLUGINS = ("jax_cuda13_plugin", "jax_cuda12_plugin", "jax_rocm_plugin", "jax_rocm60_plugin")
 _TPU_PLUGINS = ("libtpu",)
@@ -98,6 +100,8 @@ def probe(cell: Cell) -> Availability:
         return Availability(False, "jaxlib is not installed")
     if cell.launcher != LOCAL and (why := unavailable(cell.launcher)):
         return Availability(False, why)
+    if cell.network == NAMESPACES and (why := fabric.unavailable()):
+        return Availability(False, f"no hosts of their own here: {why}")
     if cell.backend == Backend.CPU:
         cores = os.cpu_count() or 1
         note = f"{cell.total_devices} CPU devices on {cores} core(s)"
@@ -105,6 +109,8 @@ def probe(cell: Cell) -> Availability:
             note += f", {cell.processes} processes over jax.distributed (gloo)"
         if cell.launcher != LOCAL:
             note += f", started by {cell.launcher}"
+        if cell.network == NAMESPACES:
+            note += ", each rank a host of its own (network namespaces)"
         return Availability(True, note)
     accelerator = _ACCELERATORS.get(cell.backend)
     if accelerator is not None:

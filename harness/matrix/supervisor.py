@@ -13,6 +13,7 @@ process), and a later launch is told exactly which of them to keep (``--xharness
 
 from __future__ import annotations
 
+import contextlib
 import importlib.metadata
 import json
 import os
@@ -48,6 +49,9 @@ from harness.matrix.multiproc import (
 )
 from harness.matrix.outcomes import attempt_from_reports, merge_ranks, properties_from_reports
 from harness.matrix.progress import CellProgress, Progress
+from harness.network.addresses import NAMESPACES
+from harness.network.fabric import Fabric
+from harness.network.job import COORDINATOR_PORT
 from harness.report import properties as prop
 from harness.report.records import (
     ERROR,
@@ -233,28 +237,35 @@ class CellRun:
         turns = None
         if self.cell.launcher != LOCAL:
             return self._launch_by_launcher(base_env, tag, select_file)
-        if self.cell.multiprocess:
-            base_env["HARNESS_COORDINATOR"] = f"127.0.0.1:{free_port()}"
-            base_env.setdefault("HARNESS_HEARTBEAT_TIMEOUT", str(int(self.timeout + self.grace + 30)))
-            turns = self._turn_env(base_env, tag)
-        specs = []
-        for rank in range(self.cell.processes):
-            events = self.logs / f"{tag}.rank{rank}.events.jsonl"
-            stack = self.logs / f"rank{rank}.stack"
-            env = dict(base_env, HARNESS_PROCESS_ID=str(rank))
-            argv = self.pytest_argv(events, stack, select_file)
-            if turns is not None:  # the rank takes its turns, then runs the same pytest in-process
-                argv = [sys.executable, "-m", "harness.matrix.multiproc", *argv[3:]]
-            specs.append(RankSpec(rank, argv, env, events, stack, self.logs / f"rank{rank}.log"))
-        result = Launch(
-            specs,
-            cwd=self.settings.matrix.root,
-            test_timeout=self.timeout,
-            grace=self.grace,
-            idle_limit=self.settings.idle_limit,
-            on_event=self._on_event,
-            cancel=self.settings.cancel,
-        ).run()
+        with contextlib.ExitStack() as stack:
+            # each rank a host of its own: the fabric lives as long as the launch, and takes with
+            # it whatever a rank left running in its namespace
+            hosts = stack.enter_context(Fabric(self.cell.processes)) if self.cell.network == NAMESPACES else None
+            if self.cell.multiprocess:
+                base_env["HARNESS_COORDINATOR"] = (f"{hosts.host(0).address}:{COORDINATOR_PORT}" if hosts
+                                                   else f"127.0.0.1:{free_port()}")
+                base_env.setdefault("HARNESS_HEARTBEAT_TIMEOUT", str(int(self.timeout + self.grace + 30)))
+                turns = self._turn_env(base_env, tag)
+            specs = []
+            for rank in range(self.cell.processes):
+                events = self.logs / f"{tag}.rank{rank}.events.jsonl"
+                stack_file = self.logs / f"rank{rank}.stack"
+                env = dict(base_env, HARNESS_PROCESS_ID=str(rank))
+                argv = self.pytest_argv(events, stack_file, select_file)
+                if turns is not None:  # the rank takes its turns, then runs the same pytest in-process
+                    argv = [sys.executable, "-m", "harness.matrix.multiproc", *argv[3:]]
+                if hosts is not None:
+                    argv = hosts.exec_argv(rank, argv)
+                specs.append(RankSpec(rank, argv, env, events, stack_file, self.logs / f"rank{rank}.log"))
+            result = Launch(
+                specs,
+                cwd=self.settings.matrix.root,
+                test_timeout=self.timeout,
+                grace=self.grace,
+                idle_limit=self.settings.idle_limit,
+                on_event=self._on_event,
+                cancel=self.settings.cancel,
+            ).run()
         if turns is not None:
             self.turns = describe_turns(read_turns(turns))
         return result

@@ -18,6 +18,9 @@ PREFIX_LEN = 24
 FABRICS = 2 ** (PREFIX_LEN - BLOCK.prefixlen)
 #: hosts of one fabric (.1 to .250); the rest of the /24 is never used
 MAX_HOSTS = 250
+#: how a cell's ranks reach each other: over the loopback they share, or each a host of its own
+LOOPBACK, NAMESPACES = "loopback", "namespaces"
+NETWORKS = (LOOPBACK, NAMESPACES)
 #: the prefix of every namespace, interface and /etc/netns directory the harness makes
 NAME_PREFIX = "xh"
 

@@ -57,6 +57,24 @@ def test_topology_is_the_cells() -> None:
         assert jax.devices()[0].platform == {"cpu": "cpu", "gpu": "gpu", "tpu": "tpu"}[os.environ["HARNESS_BACKEND"]]
 
 
+def test_each_rank_is_the_host_the_cell_says() -> None:
+    """A namespace cell's rank is a host of its own (its hostname resolves to its own address in
+    198.18.0.0/15, and the coordinator is rank 0's); any other cell's ranks share this machine."""
+    import ipaddress
+    import socket
+
+    benchmarking = ipaddress.ip_network("198.18.0.0/15")
+    coordinator = os.environ.get("HARNESS_COORDINATOR", "")
+    if os.environ.get("HARNESS_NETWORK") == "namespaces":
+        mine = ipaddress.ip_address(socket.gethostbyname(socket.gethostname()))
+        assert mine in benchmarking
+        assert re.fullmatch(rf"xh\d+-h{jax.process_index()}", socket.gethostname())
+        fabric = ipaddress.ip_network(f"{mine}/24", strict=False)
+        assert coordinator.rpartition(":")[0] == str(fabric[1])  # rank 0, the first host
+    elif coordinator:
+        assert coordinator.startswith("127.0.0.1:")
+
+
 def test_collective_sum_spans_every_process() -> None:
     """A psum over a global 1-D mesh and an allgather both see every process's contribution."""
     rank, count = jax.process_index(), jax.process_count()
