@@ -16,6 +16,7 @@ __all__ = [
     "PARTIAL_SYNC_DONATION",
     "RACE_ON_HANDLES",
     "SHARDED_READ_COMPILES",
+    "STALE_ON_TIMEOUT",
     "SWITCHES",
     "UNHASHABLE_SPEC",
     "WAIT_GAP",
@@ -32,6 +33,7 @@ HOST_ALIASING = "host-aliasing"
 DELETED_SHARD = "deleted-shard"
 SHARDED_READ_COMPILES = "sharded-read-compiles"
 EXPANDED_GRAD_ACCUMULATION = "expanded-grad-accumulation"
+STALE_ON_TIMEOUT = "stale-on-timeout"
 
 #: every switch, with the upstream fix it undoes
 SWITCHES: dict[str, str] = {
@@ -47,4 +49,6 @@ SWITCHES: dict[str, str] = {
     EXPANDED_GRAD_ACCUMULATION: "a gradient that is an expanded view (x.sum()'s) is materialized when "
     "it becomes .grad, so a later in-place accumulation does not write through the view",
     SHARDED_READ_COMPILES: "a host read of a split value gathers its pieces without building and compiling a program each time",
+    STALE_ON_TIMEOUT: "a host read whose wait times out (a slow device, a peer cut off) raises; it never "
+    "hands back the last value read in that layout",
 }

@@ -78,6 +78,7 @@ from harness.properties.strategies import (
     partition_specs,
     sharded_shapes,
 )
+from harness.properties.timeouts import TIMED_OUT_READS, check_timed_out_read
 
 __all__ = [
     "SEMANTICS_ORACLE",
@@ -91,6 +92,7 @@ __all__ = [
     "BUFFER_SHARING",
     "COMPILE_STABILITY",
     "FAILURE_SAFETY",
+    "TIMED_OUT_READS",
     "PARTIAL_SYNC",
     "SHARED_BUFFER",
     "SHARED_SHARDS",
@@ -122,6 +124,7 @@ __all__ = [
     "check_discovery",
     "check_donation",
     "check_failure_safety",
+    "check_timed_out_read",
     "check_host_copy",
     "check_op_sharding",
     "check_preservation",

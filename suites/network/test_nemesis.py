@@ -74,3 +74,13 @@ def test_the_reference_runtime_bounds_a_gather_a_cut_peer_blocks(monkeypatch) ->
     errors = [e for r in (0, 1) for e in outcome.history.rank_events(r, "error")]
     assert errors and all(e["type"] == "ExecutionTimeoutError" for e in errors), outcome.report()
     assert outcome.verdicts["silent"].holds is True
+
+
+def test_the_stale_on_timeout_switch_is_caught_across_processes() -> None:
+    """The same cut with the reference runtime's ``stale-on-timeout`` switch on in every rank: the
+    timed-out gather hands back the last value read, and ``silent`` says so."""
+    spec = JobSpec(heartbeat=5.0, limit=40.0, runtime="reference",
+                   env={"HARNESS_WAIT_TIMEOUT": "5", "HARNESS_FAULTS": "stale-on-timeout"})
+    outcome = network.run_faulted([Partition(1, traffic="collectives")], spec, bound=15.0)
+    assert outcome.verdicts["silent"].holds is False, outcome.report()
+    assert "collective 2 returned [1.0, 2.0], not [2.0, 4.0]" in outcome.verdicts["silent"].why

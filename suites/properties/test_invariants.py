@@ -70,7 +70,7 @@ test_step_boundary = STEP_BOUNDARY.hypothesis_test()
 
 
 #: invariants whose ready test lives in a module of its own, beside the direct tests it rests on
-ELSEWHERE = {"failure-safety": "test_failures.py", "semantics-oracle": "test_oracle.py",
+ELSEWHERE = {"failure-safety": "test_failures.py", "timed-out-reads": "test_timeouts.py", "semantics-oracle": "test_oracle.py",
              "training-oracle": "test_oracle.py"}
 
 

@@ -38,6 +38,7 @@ def test_every_switch_is_off_by_default() -> None:
         "deleted-shard",
         "sharded-read-compiles",
         "expanded-grad-accumulation",
+        "stale-on-timeout",
     }
     assert faults.enabled() == frozenset()
 
