@@ -33,11 +33,13 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from harness.backends import Backend
 from harness.executors import SLURM, slurm_client
 from harness.executors.job_result import job_record, unit_result
 from harness.executors.slurm_client import JobState, SlurmError
 from harness.executors.slurm_job import JobSpec, write_spec
-from harness.executors.slurm_script import JobDefaults, job_name, script
+from harness.executors.slurm_script import JobDefaults, job_name, per_node_devices, script
+from harness.executors.unit import skipped_cell_record
 from harness.matrix.config import Cell
 from harness.matrix.progress import CellProgress, Progress
 from harness.matrix.supervisor import CellResult, RunSettings
@@ -85,6 +87,7 @@ class SlurmExecutor:
         self._poller: threading.Thread | None = None
         self._last_summary = 0.0
         self._capacity: int | None = None
+        self._gres: dict[str, tuple[str, dict[str, int]]] = {}  # partition -> sinfo's generic resources
 
     # -- the run's side ----------------------------------------------------------------------------
     def capacity(self) -> int:
@@ -93,6 +96,26 @@ class SlurmExecutor:
         if self._capacity is None:
             self._capacity = max(1, slurm_client.total_cpus(self.options.defaults.partition))
         return self._capacity
+
+    def cannot_serve(self, cell: Cell) -> str:
+        """Why no node of the cluster can give ``cell`` the GPUs it asks for ("" when one can, or
+        when the cluster does not say): a cell the cluster cannot serve is skipped with what sinfo
+        reports, as a local run skips a GPU cell on a machine without one, never sent to fail."""
+        if cell.backend != Backend.GPU:
+            return ""
+        partition = cell.cluster.partition or self.options.defaults.partition
+        if partition not in self._gres:
+            try:
+                self._gres[partition] = slurm_client.generic_resources(partition)
+            except SlurmError:
+                return ""  # sbatch will say what is wrong
+        said, most = self._gres[partition]
+        need = per_node_devices(cell)
+        if most.get("gpu", 0) >= need:
+            return ""
+        where = f"partition {partition}" if partition else "the cluster"
+        return (f"it asks for --gres=gpu:{need} per node, and no node of {where} has that many: "
+                f"sinfo reports generic resources {said}")
 
     def interrupt(self) -> None:
         """Cancel every job of this run that has not ended, by id."""
@@ -134,6 +157,9 @@ class SlurmExecutor:
         its release could not be installed)."""
         cell, settings, label = unit.cell, unit.settings, unit.label
         started = time.monotonic()
+        if why := self.cannot_serve(cell):
+            progress.note(f"skipped: {why}")
+            return CellResult(cell, [skipped_cell_record(cell, why)], skipped=why), False
         unit_dir = self.jobs_dir / job_name(label)
         shutil.rmtree(unit_dir, ignore_errors=True)
         unit_dir.mkdir(parents=True)

@@ -178,3 +178,29 @@ def total_cpus(partition: str = "") -> int:
         if len(parts) == 4 and parts[3].isdigit():
             total = max(total, int(parts[3]))
     return total
+
+
+def parse_gres(text: str) -> dict[str, int]:
+    """The most of each generic resource one node offers, from ``sinfo --format=%G`` lines:
+    ``gpu:4``, ``gpu:a100:4(S:0-1)``, ``gpu:2,mps:100``, ``(null)`` (none)."""
+    most: dict[str, int] = {}
+    for line in text.split():
+        for item in line.split(","):
+            item = item.split("(", 1)[0].strip()
+            if not item or item == "null":
+                continue
+            parts = item.split(":")
+            count = int(parts[-1]) if len(parts) > 1 and parts[-1].isdigit() else 1
+            most[parts[0]] = max(most.get(parts[0], 0), count)
+    return most
+
+
+def generic_resources(partition: str = "") -> tuple[str, dict[str, int]]:
+    """What the cluster's nodes (or one partition's) offer as generic resources: sinfo's own
+    words, and the most of each kind one node has."""
+    argv = ["sinfo", "--noheader", "--format=%G"]
+    if partition:
+        argv.append(f"--partition={partition}")
+    text = _run(argv, "asking the cluster for its generic resources")
+    said = ", ".join(sorted(set(text.split()))) or "nothing"
+    return said, parse_gres(text)

@@ -43,21 +43,28 @@ def job_name(label: str) -> str:
     return "xh-" + "".join(c if c.isalnum() or c in "-_." else "_" for c in label)
 
 
+def per_node_devices(cell: Cell) -> int:
+    """The devices each node of ``cell``'s job must have: all of them for a cell the supervisor
+    runs on one node, a node's tasks' worth for a launcher cell."""
+    if cell.launcher == LOCAL:
+        return cell.total_devices
+    nodes = cell.cluster.nodes or cell.processes
+    return cell.devices * (cell.cluster.tasks_per_node or max(1, cell.processes // nodes))
+
+
 def resources(cell: Cell, defaults: JobDefaults) -> list[str]:
     """The sbatch options that give ``cell`` what it declares."""
     options = cell.cluster
     out: list[str] = []
     if cell.launcher == LOCAL:
         out += ["--nodes=1", "--ntasks=1", f"--cpus-per-task={cell.processes}"]
-        per_node_devices = cell.total_devices
     else:
         nodes = options.nodes or cell.processes
         out += [f"--nodes={nodes}", f"--ntasks={cell.processes}"]
         if options.tasks_per_node:
             out.append(f"--ntasks-per-node={options.tasks_per_node}")
-        per_node_devices = cell.devices * (options.tasks_per_node or max(1, cell.processes // nodes))
     if cell.backend == Backend.GPU:
-        out.append(f"--gres=gpu:{per_node_devices}")
+        out.append(f"--gres=gpu:{per_node_devices(cell)}")
     partition = options.partition or defaults.partition
     account = options.account or defaults.account
     if partition:

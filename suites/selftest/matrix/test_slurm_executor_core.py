@@ -12,9 +12,15 @@ from matrix_helpers import xharness
 
 from harness import project
 from harness.executors.job_result import JOB_ID, cause, unit_result
-from harness.executors.slurm_client import GONE, JobState, parse_scontrol, parse_squeue
+from harness.executors.slurm_client import GONE, JobState, parse_gres, parse_scontrol, parse_squeue
 from harness.executors.slurm_job import attempt_dir, write_result
-from harness.executors.slurm_script import JobDefaults, job_name, resources, script
+from harness.executors.slurm_script import (
+    JobDefaults,
+    job_name,
+    per_node_devices,
+    resources,
+    script,
+)
 from harness.exits import EXIT_NO_CLUSTER, EXIT_USAGE
 from harness.matrix.config import Cell
 from harness.matrix.launchers import SLURM, ClusterOptions
@@ -235,3 +241,19 @@ def test_a_requeue_is_seen_whether_or_not_a_poll_caught_it_pending() -> None:
     assert requeued(at("COMPLETING"), at("RUNNING"))
     assert not requeued(at("COMPLETING"), at("COMPLETED")) and not requeued(at("PENDING"), at("RUNNING"))
     assert not requeued(None, at("PENDING")) and not requeued(at("RUNNING"), at("COMPLETING"))
+
+
+def test_the_generic_resources_sinfo_reports_are_read_as_the_most_one_node_has() -> None:
+    """What a GPU cell is held to before it is submitted: sinfo's ``%G`` of each node group."""
+    assert parse_gres("(null)\n(null)\n") == {}
+    assert parse_gres("gpu:4\n(null)\ngpu:8\n") == {"gpu": 8}
+    assert parse_gres("gpu:a100:4(S:0-1)\ngpu:h100:2,mps:100\n") == {"gpu": 4, "mps": 100}
+    assert parse_gres("gpu\n") == {"gpu": 1}
+
+
+def test_a_gpu_cell_asks_each_node_for_its_share() -> None:
+    one_node = Cell(name="g", backend="gpu", devices=4, processes=2)
+    launched = Cell(name="g", backend="gpu", devices=4, processes=2, launcher=SLURM)
+    assert per_node_devices(one_node) == 8 and per_node_devices(launched) == 4
+    assert "--gres=gpu:8" in resources(one_node, JobDefaults())
+    assert "--gres=gpu:4" in resources(launched, JobDefaults())
