@@ -25,8 +25,9 @@ import sys
 import time
 from pathlib import Path
 
-from harness.matrix.events import EventWriter
+from harness.matrix.events import EventReader, EventWriter
 from harness.matrix.launchers import LAUNCHERS, identity
+from harness.matrix.multiproc import PYTEST_NORMAL_EXITS
 
 #: what the supervisor tells a launched rank, besides the cell's environment
 EVENTS_ENV = "HARNESS_RANK_EVENTS"  # the events file, with ``{rank}``
@@ -57,7 +58,8 @@ def main(argv: list[str]) -> int:
     env = dict(os.environ, HARNESS_PROCESS_ID=str(me.rank), HARNESS_LAUNCHER=launcher)
     if env.pop(SLICES_ENV, "") == "1":
         _slices(env, me.nodes, me.node_index)
-    events = EventWriter(_rank_path(env.pop(EVENTS_ENV), me.rank))
+    events_path = _rank_path(env.pop(EVENTS_ENV), me.rank)
+    events = EventWriter(events_path)
     events.emit("rank", pid=os.getpid(), machine=socket.gethostname(), **me.fields())
     log_path = _rank_path(env.pop(LOG_ENV), me.rank)
     log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -86,7 +88,17 @@ def main(argv: list[str]) -> int:
     if code < 0:  # die the way the child did, so that the launcher reports the same signal
         signal.signal(-code, signal.SIG_DFL)
         os.kill(os.getpid(), -code)
+    if code in PYTEST_NORMAL_EXITS and _session_ended(events_path):
+        # a session that ended by itself (tests failed, or none selected: 1, 5) is no reason to
+        # end the other ranks: the launcher sees a good exit (srun's --kill-on-bad-exit would
+        # SIGTERM them mid-teardown), and the supervisor reads the real status from the event
+        return 0
     return code if code >= 0 else 128 - code
+
+
+def _session_ended(path: Path) -> bool:
+    """Whether the rank's pytest reported the end of its session (the plugin's ``end`` event)."""
+    return any(event.get("event") == "end" for event in EventReader(path).poll())
 
 
 if __name__ == "__main__":

@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 
 import pytest
-from cluster_helpers import TWIN_CELLS, xharness_run
+from cluster_helpers import ROOT, TWIN_CELLS, xharness_run
 
 from harness.matrix.launchers import MPI, SLURM, unavailable
 from harness.report.junit import read_records
@@ -38,3 +38,26 @@ def test_launcher_cells_agree_with_their_local_twins(tmp_path: Path, local_twins
         assert mine and mine == theirs, (cell, {n: (mine.get(n), theirs.get(n)) for n in {*mine, *theirs}
                                                 if mine.get(n) != theirs.get(n)})
         print(f"{cell}: {len(mine)} tests as {twin}; wall {walls[cell]:.1f}s against {walls[twin]:.1f}s")
+
+
+def test_a_cell_that_selects_no_test_says_so_under_a_launcher_as_locally(tmp_path: Path) -> None:
+    """A test file with no test marked ``multiprocess``: the local cell records
+    ``xharness::no-tests``, and so must its srun and mpirun twins. (Each rank's pytest ends with
+    exit 5; srun's --kill-on-bad-exit used to SIGTERM the slower rank, which read as a rank that
+    died between tests and hid that nothing was selected.)"""
+    launchers = [name for name in (SLURM, MPI) if not unavailable(name)]
+    if not launchers:
+        pytest.skip(unavailable(SLURM))
+    cells = "\n".join(
+        f'[cells.twin-{name}]\ndevices = 1\nprocesses = 2\nlauncher = "{name}"\n' for name in ["local", *launchers]
+    )
+    matrix = tmp_path / "matrix.toml"
+    matrix.write_text(
+        f'root = "{ROOT}"\n[defaults]\npaths = ["suites/selftest/matrix/test_matrix_config.py"]\n'
+        f'pytest_args = ["-m", "multiprocess"]\ntimeout = 120\n{cells}'
+    )
+    done = xharness_run(tmp_path / "out", "--matrix", str(matrix))
+    outcomes = {cell: _outcomes(tmp_path / "out" / "junit" / f"twin-{cell}.xml") for cell in ["local", *launchers]}
+    assert outcomes["local"] == {"xharness::no-tests": "error"}, outcomes["local"]
+    for name in launchers:
+        assert outcomes[name] == outcomes["local"], (name, outcomes[name], done.stdout[-3000:])
