@@ -313,3 +313,25 @@ def test_an_accelerator_cell_is_asked_of_the_cluster_not_of_this_machine(tmp_pat
     assert record.final.outcome == "skipped", record.final.message
     assert "--gres=gpu:1 per node" in record.final.message and "sinfo reports generic resources (null)" in record.final.message
     assert not (tmp_path / "out" / "jobs" / "xh-g").exists()  # nothing was submitted
+
+
+def test_the_default_matrix_cells_this_cluster_cannot_serve_are_skips_as_locally(tmp_path: Path, slurm: None) -> None:
+    """Every cell of the default matrix that is not one of the CPU cells the other tests compare
+    (the GPU and TPU cells, and their -all templates) ends the same way as a job as locally: a
+    skip with its reason, never red. The multi-process CPU cells are held to their local run by
+    ``test_part_of_the_default_matrix_as_jobs_matches_the_local_run``."""
+    from harness.matrix.config import load_matrix
+    from harness.report.junit import read_records
+
+    cells = [c.name for c in load_matrix(ROOT / "ci" / "matrix.toml").cells.values() if c.backend != "cpu"]
+    assert {"gpu", "tpu"} <= set(cells), cells
+    local = xharness_run(tmp_path / "local", "--cells", ",".join(cells))
+    jobs = xharness_run(tmp_path / "slurm", "--on", "slurm", "--cells", ",".join(cells))
+    assert local.returncode == 0 and jobs.returncode == 0, jobs.stdout[-4000:] + jobs.stderr[-2000:]
+
+    def outcomes(out: Path) -> dict[tuple[str, str], str]:
+        return {(r.cell, r.nodeid): r.final.outcome for r in read_records(out / "junit.xml")}
+
+    here, there = outcomes(tmp_path / "local"), outcomes(tmp_path / "slurm")
+    assert here and set(here.values()) == {"skipped"} and here == there, (here, there)
+    assert _jobs_named("xh-") == {}
