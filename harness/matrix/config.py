@@ -52,6 +52,8 @@ RELEASED_RUNTIMES = runtimes.RELEASED
 
 #: a cell's keys, as the table of settings declares them (``harness.settings``)
 _CELL_KEYS = set(settings.keys(settings.CELL))
+#: the cell keys that take one of a few names, with the names each accepts
+_CHOICES: dict[str, tuple[str, ...]] = {"backend": tuple(BACKENDS), "launcher": tuple(LAUNCHERS), "network": NETWORKS}
 _TOP_KEYS = {"root", "defaults", "cells"}
 #: SLURM's time limit forms: minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS
 _TIME_RE = re.compile(r"^(\d+|\d+:\d{2}|\d+:\d{2}:\d{2}|\d+-\d+(:\d{2}(:\d{2})?)?)$")
@@ -471,9 +473,9 @@ class _Parser:
         return out
 
     def _value(self, table: tuple[str, ...], key: str, value: Any) -> Any:
-        if key == "backend":
-            if value not in BACKENDS:
-                raise self.fail(table, key, f"unknown backend {value!r} (expected one of {', '.join(BACKENDS)})")
+        if key in _CHOICES:
+            if value not in _CHOICES[key]:
+                raise self.fail(table, key, f"unknown {key} {value!r} (expected one of {', '.join(_CHOICES[key])})")
             return value
         if key == "devices" and value == ALL_DEVICES:
             if table[0] != "cells":
@@ -490,14 +492,6 @@ class _Parser:
         if key == "description":
             if not isinstance(value, str):
                 raise self.fail(table, key, "must be a string")
-            return value
-        if key == "launcher":
-            if value not in LAUNCHERS:
-                raise self.fail(table, key, f"unknown launcher {value!r} (expected one of {', '.join(LAUNCHERS)})")
-            return value
-        if key == "network":
-            if value not in NETWORKS:
-                raise self.fail(table, key, f"unknown network {value!r} (expected one of {', '.join(NETWORKS)})")
             return value
         if key == "cluster":
             return self._cluster(table, value)
