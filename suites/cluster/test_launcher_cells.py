@@ -41,23 +41,30 @@ def test_launcher_cells_agree_with_their_local_twins(tmp_path: Path, local_twins
 
 
 def test_a_cell_that_selects_no_test_says_so_under_a_launcher_as_locally(tmp_path: Path) -> None:
-    """A test file with no test marked ``multiprocess``: the local cell records
-    ``xharness::no-tests``, and so must its srun and mpirun twins. (Each rank's pytest ends with
-    exit 5; srun's --kill-on-bad-exit used to SIGTERM the slower rank, which read as a rank that
-    died between tests and hid that nothing was selected.)"""
+    """Test files with no test marked ``multiprocess``: the local cell records
+    ``xharness::no-tests``, and so must its srun and mpirun twins, run after run. Each rank's pytest
+    ends with exit 5, and srun's --kill-on-bad-exit used to SIGTERM the rank still tearing down,
+    which read as "rank 0 ... died on SIGTERM between tests" and hid that nothing was selected: seen
+    in 1 of 4 runs of this very matrix before launched ranks reported such an end as a good exit."""
     launchers = [name for name in (SLURM, MPI) if not unavailable(name)]
     if not launchers:
         pytest.skip(unavailable(SLURM))
     cells = "\n".join(
-        f'[cells.twin-{name}]\ndevices = 1\nprocesses = 2\nlauncher = "{name}"\n' for name in ["local", *launchers]
+        f'[cells.twin-{name}]\ndevices = 4\nprocesses = 2\nlauncher = "{name}"\n' for name in ["local", *launchers]
     )
     matrix = tmp_path / "matrix.toml"
     matrix.write_text(
-        f'root = "{ROOT}"\n[defaults]\npaths = ["suites/selftest/matrix/test_matrix_config.py"]\n'
-        f'pytest_args = ["-m", "multiprocess"]\ntimeout = 120\n{cells}'
+        f'root = "{ROOT}"\n[defaults]\npaths = ["suites/properties/test_strategies.py", '
+        '"suites/regression/test_judgement.py"]\npytest_args = ["-m", "multiprocess"]\n'
+        f'timeout = 120\n{cells}'
     )
-    done = xharness_run(tmp_path / "out", "--matrix", str(matrix))
-    outcomes = {cell: _outcomes(tmp_path / "out" / "junit" / f"twin-{cell}.xml") for cell in ["local", *launchers]}
-    assert outcomes["local"] == {"xharness::no-tests": "error"}, outcomes["local"]
-    for name in launchers:
-        assert outcomes[name] == outcomes["local"], (name, outcomes[name], done.stdout[-3000:])
+    local = {"xharness::no-tests": "error"}
+    for attempt in range(4):
+        out = tmp_path / f"out{attempt}"
+        done = xharness_run(out, "--matrix", str(matrix), *(["--cells", ",".join(f"twin-{n}" for n in launchers)]
+                                                             if attempt else []))
+        if not attempt:
+            assert _outcomes(out / "junit" / "twin-local.xml") == local
+        for name in launchers:
+            got = _outcomes(out / "junit" / f"twin-{name}.xml")
+            assert got == local, (attempt, name, got, done.stdout[-3000:])
