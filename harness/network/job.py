@@ -31,7 +31,7 @@ from harness.network.history import History, RankEnd
 from harness.network.nemesis import Nemesis
 
 #: the directory that holds this harness's package, put first on the ranks' path
-HARNESS_ROOT = Path(__file__).resolve().parents[2]
+CHECKOUT = Path(__file__).resolve().parents[2]
 #: the coordination service's port: every job has a fabric of its own, so it never collides
 COORDINATOR_PORT = 8476
 STDERR_KEPT = 6000
@@ -126,7 +126,7 @@ class _Run:
         env.update({"PYTHONUNBUFFERED": "1", "JAX_PLATFORMS": "cpu", "JAX_NUM_CPU_DEVICES": "1", **self.spec.env})
         # the ranks run this harness's worker whatever interpreter runs them (a release's
         # environment may hold another checkout's): its JAX is the interpreter's, its code ours
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, (str(HARNESS_ROOT), env.get("PYTHONPATH"))))
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, (str(CHECKOUT), env.get("PYTHONPATH"))))
         stderr = open(self.workdir / f"rank{rank}.stderr", "w")  # noqa: SIM115 (the child owns it)
         proc = subprocess.Popen(self.fabric.exec_argv(rank, argv), stdin=subprocess.PIPE,
                                 stdout=subprocess.PIPE, stderr=stderr, text=True, env=env,
