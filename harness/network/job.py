@@ -68,6 +68,7 @@ class _Run:
         self.spec, self.faults, self.fabric, self.workdir = spec, list(faults), fabric, workdir
         self.history = History(spec.ranks, spec.heartbeat, [f.describe() for f in faults])
         self.procs: dict[int, subprocess.Popen[str]] = {}
+        self.readers: list[threading.Thread] = []
         self.exited: set[int] = set()
         self.lines: queue.Queue[tuple[int, str | None]] = queue.Queue()
         self.timers: list[tuple[float, int, Callable[[], None]]] = []
@@ -136,7 +137,9 @@ class _Run:
         host = self.fabric.host(rank)
         self.history.add(self.now(), "rank-start", rank, pid=proc.pid, host=host.hostname, address=host.address)
         assert proc.stdout is not None
-        threading.Thread(target=_reader, args=(rank, proc.stdout, self.lines), daemon=True).start()
+        reader = threading.Thread(target=_reader, args=(rank, proc.stdout, self.lines), daemon=True)
+        reader.start()
+        self.readers.append(reader)
 
     def release(self, rank: int) -> None:
         proc = self.procs[rank]
@@ -231,6 +234,8 @@ class _Run:
         for rank in range(self.spec.ranks):
             if rank not in self.procs:
                 self.history.ends[rank] = RankEnd(rank, None, None, "never started")
+        for reader in self.readers:  # every rank has ended: its output ends soon after
+            reader.join(timeout=5)
         while True:  # what the readers still hold
             try:
                 rank, line = self.lines.get_nowait()
@@ -243,6 +248,10 @@ class _Run:
                 path = self.workdir / "checkpoints" / f"rank{rank}.json"
                 self.history.checkpoints[rank] = path.read_text() if path.exists() else None
         self.history.add(self.now(), "job-end", None)
+        for proc in self.procs.values():  # every rank has ended: its pipes are ours to close
+            for pipe in (proc.stdin, proc.stdout):
+                if pipe is not None:
+                    pipe.close()
 
 
 def run_job(spec: JobSpec, faults: Sequence[Fault] = (), workdir: Path | None = None) -> History:
