@@ -12,6 +12,7 @@ The reading is pure (``requirement``), the lookup of the installed file a thin s
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 from dataclasses import dataclass
 from importlib import metadata
@@ -27,6 +28,7 @@ class InstallLine:
     requirement: str
     source: str  # "index", "vcs", "directory", "archive"
     local_only: str = ""  # "" when any machine can install it
+    note: str = ""  # what to know about a line a runner can use (a checkout's uncommitted changes)
 
 
 def requirement(name: str, version: str, direct_url: dict[str, Any] | None) -> InstallLine:
@@ -37,15 +39,15 @@ def requirement(name: str, version: str, direct_url: dict[str, Any] | None) -> I
     url = str(direct_url["url"])
     subdirectory = direct_url.get("subdirectory")
     fragment = f"#subdirectory={subdirectory}" if subdirectory else ""
-    if "vcs_info" in direct_url:
-        vcs = direct_url["vcs_info"]
-        at = vcs.get("commit_id") or vcs.get("requested_revision") or ""
-        return InstallLine(f"{name} @ {vcs.get('vcs', 'git')}+{url}{'@' + at if at else ''}{fragment}", "vcs")
     parsed = urlparse(url)
     local = parsed.scheme == "file"
     where = unquote(parsed.path) if local else url
     why = (f"{where} is a path on the machine xharness was installed on; a CI runner has no such "
            "path: publish the build or install from a git URL") if local else ""
+    if "vcs_info" in direct_url:
+        vcs = direct_url["vcs_info"]
+        at = vcs.get("commit_id") or vcs.get("requested_revision") or ""
+        return InstallLine(f"{name} @ {vcs.get('vcs', 'git')}+{url}{'@' + at if at else ''}{fragment}", "vcs", why)
     if "dir_info" in direct_url:
         return InstallLine(f"{name} @ {url}{fragment}", "directory", why)
     return InstallLine(f"{name} @ {url}{fragment}", "archive", why)
@@ -80,10 +82,36 @@ def _checkout(line: InstallLine, path: str) -> InstallLine:
             return ""
         return done.stdout.strip() if done.returncode == 0 else ""
 
-    remote, commit = git("remote", "get-url", "origin"), git("rev-parse", "HEAD")
+    remote, commit = _fetchable(git("remote", "get-url", "origin")), git("rev-parse", "HEAD")
     if not remote or not commit or not remote.startswith(("https://", "ssh://", "git@")):
         return line
     name = line.requirement.split(" @ ")[0]
+    dirty = git("status", "--porcelain")
     return InstallLine(f"{name} @ git+{remote}@{commit}", "vcs",
-                       "" if not git("status", "--porcelain") else
-                       f"the checkout at {path} has changes not committed at {commit[:12]}: CI installs the commit")
+                       note=f"the checkout at {path} has changes not committed at {commit[:12]}: CI installs "
+                       "the commit (push it)" if dirty else f"CI installs commit {commit[:12]} of {remote} (push it)")
+
+
+def _fetchable(remote: str) -> str:
+    """A remote as pip takes it after ``git+``: the scp form ``git@host:owner/repo`` is not a
+    URL to pip, its ``ssh://git@host/owner/repo`` spelling is."""
+    scp = re.fullmatch(r"([\w.-]+@[\w.-]+):(?!/)(.+)", remote)
+    return f"ssh://{scp.group(1)}/{scp.group(2)}" if scp else remote
+
+
+def given(text: str, name: str) -> InstallLine:
+    """The install line a user gives (``init --install``), checked as pip will read it: a
+    requirement of ``name`` that a CI runner can fetch. Raises ``ValueError`` saying why not."""
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    try:
+        parsed = Requirement(text)
+    except InvalidRequirement as exc:
+        raise ValueError(f"not a pip requirement: {exc}") from None
+    if parsed.name.lower().replace("_", "-") != name.lower().replace("_", "-"):
+        raise ValueError(f"it installs {parsed.name!r}, not {name!r}")
+    url = parsed.url or ""
+    scheme = url.split(":", 1)[0] if ":" in url else ""
+    if url and (not scheme or scheme == "file" or scheme.endswith("+file")):
+        raise ValueError(f"{url} is a path on this machine; a CI runner has no such path")
+    return InstallLine(text, "vcs" if "+" in scheme else ("archive" if url else "index"))

@@ -3,19 +3,22 @@
 It reads the repository first: the runtime its ``pyproject.toml`` registers (``--runtime``, or a
 question on a terminal, where it registers several), its expected-outcomes table (a TOML file
 with ``[[expect]]`` rows), and how xharness itself is installed here (``harness.install_source``).
-Then three files, each refused when it exists unless ``--force`` says to replace it:
+Then three files:
 
 * the ``[tool.xharness]`` section, appended to the repository's ``pyproject.toml`` (or an
   ``xharness.toml`` where there is none): the test paths, the runtime and the table it found, and
-  the starter cells (``harness/matrix/starter.toml``), with the other keys shown commented out;
+  the starter cells (``harness/matrix/starter.toml``), with the other keys shown commented out.
+  A section that exists is the maintainer's: it is kept as it is, ``--force`` or not;
 * an example test that uses the pytest plugin's fixtures and markers, so that the first
-  ``xharness run`` has something green to show across the cells;
-* a GitHub Actions workflow that installs the same xharness: one job per cell (``xharness run
-  --cells``, whose items include the project's own scenarios and invariants), each uploading its
-  JUnit file, a ``teeth`` job for the project's own runtime, then one job that merges them into
-  the report, the dashboard and the step summary. Every
-  action is pinned to a commit, no job keeps the checkout's credentials, and every job reads the
-  repository only (what ``zizmor`` asks of a workflow).
+  ``xharness run`` has something green to show across the cells (refused when it exists, unless
+  ``--force``);
+* a GitHub Actions workflow (``workflow.py``; refused when it exists, unless ``--force`` or
+  ``--workflow-only``, which writes it alone): its cells are read from the project when it runs,
+  so the cells a maintainer adds later run in CI without writing it again.
+
+The workflow installs xharness as it is installed here, or as ``--install`` says; a line a CI
+runner cannot use (a path on this machine) is refused, naming the option, since a workflow that
+fails at its first step teaches nothing.
 
 ``reports/`` is added to ``.gitignore`` once. It says what it wrote, and writes nothing when it
 refuses: an error leaves the repository as it was.
@@ -30,7 +33,8 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness import install_source
+from harness import install_source, project
+from harness.commands.workflow import ACTIONS, workflow
 from harness.entrypoints import OWN_DISTRIBUTION, RUNTIMES
 from harness.errors import UsageError
 from harness.exits import EXIT_OK
@@ -38,17 +42,10 @@ from harness.matrix.config import STARTER
 from harness.project import OWN_FILE, PYPROJECT
 from harness.project import SECTION as _SECTION
 
-#: the actions the workflow uses, each pinned to the commit of a release (the tag in the comment);
-#: the harness' own workflow pins the same ones (a selftest keeps the two in step)
-ACTIONS = {
-    "actions/checkout": ("11d5960a326750d5838078e36cf38b85af677262", "v4.4.0"),
-    "actions/setup-python": ("a26af69be951a213d495a4c3e4e4022e16d87065", "v5.6.0"),
-    "actions/upload-artifact": ("ea165f8d65b6e75b540449e92b4886f43607fa02", "v4.6.2"),
-    "actions/download-artifact": ("d3f86a106a0bac45b974a628896c90dbdf5c8093", "v4.3.0"),
-}
+__all__ = ["ACTIONS", "TEST_FILE", "WORKFLOW_FILE", "add_parsers", "cmd_init", "workflow"]
+
 TEST_FILE = Path("tests") / "test_xharness_example.py"
 WORKFLOW_FILE = Path(".github") / "workflows" / "xharness.yml"
-_HEADER = re.compile(r"^\s*\[")
 
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -56,12 +53,22 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-a
         "init",
         help="write a starter [tool.xharness], an example test and a CI workflow for your repository",
         description="Write the [tool.xharness] section (pyproject.toml, or xharness.toml where there "
-        "is none), tests/test_xharness_example.py and .github/workflows/xharness.yml. A file that "
-        "exists is left alone and the command fails, unless --force.",
+        "is none), tests/test_xharness_example.py and .github/workflows/xharness.yml. A [tool.xharness] "
+        "that exists is kept as it is; an example test or workflow that exists is left alone and the "
+        "command fails, unless --force (or --workflow-only, for the workflow).",
     )
     p.add_argument("--dir", type=Path, default=Path("."), help="the repository's root (default: .)")
-    p.add_argument("--force", action="store_true", help="replace what exists (the section, the files)")
-    p.add_argument("--python", default="3.12", metavar="X.Y", help="the Python the workflow sets up (default 3.12)")
+    p.add_argument("--force", action="store_true",
+                   help="replace the example test and the workflow (never the [tool.xharness] section)")
+    p.add_argument("--workflow-only", action="store_true",
+                   help="write .github/workflows/xharness.yml alone, replacing it: the rest of the "
+                   "repository (its [tool.xharness] included) is left as it is")
+    p.add_argument("--python", default=None, metavar="X.Y",
+                   help="the Python the workflow sets up (default: the one init runs under)")
+    p.add_argument("--install", default=None, metavar="REQUIREMENT",
+                   help="the pip requirement the workflow installs xharness with, e.g. "
+                   "'xharness @ git+https://HOST/OWNER/xharness@COMMIT' (default: how xharness is "
+                   "installed here, when a CI runner can install that)")
     p.add_argument("--runtime", default=None, metavar="NAME",
                    help="the runtime under test, where the repository registers several (default: ask on a "
                    "terminal, else the first its pyproject.toml registers, named on stderr)")
@@ -81,27 +88,76 @@ def cmd_init(args: argparse.Namespace) -> int:
     root: Path = args.dir
     if not root.is_dir():
         raise UsageError(f"--dir {root}: no such directory")
-    if not re.fullmatch(r"3\.\d+", args.python):
-        raise UsageError(f"--python must be a version like 3.12, got {args.python!r}")
-    cells = starter_cells()
-    runtime = choose_runtime(registered_runtimes(root), args.runtime, sys.stdin.isatty())
-    table = find_expected(root)
-    install = install_source.installed(OWN_DISTRIBUTION)
-    if install.local_only:
-        print(f"xharness init: note: the workflow installs {install.requirement}: {install.local_only}",
-              file=sys.stderr)
-    plans = [
-        config_plan(root, cells, args.force, runtime, table),
-        file_plan(root / TEST_FILE, example_test(), args.force),
-        file_plan(root / WORKFLOW_FILE, workflow(cells, args.python, install, runtime), args.force),
-        *gitignore_plan(root),
-    ]
+    python = args.python or f"{sys.version_info.major}.{sys.version_info.minor}"
+    if not re.fullmatch(r"3\.\d+", python):
+        raise UsageError(f"--python must be a version like 3.12, got {python!r}")
+    install = install_line(args.install)
+    kept, kept_runtime = existing_section(root)
+    if kept is not None:
+        runtime = kept_runtime
+    else:
+        runtime = choose_runtime(registered_runtimes(root), args.runtime, sys.stdin.isatty())
+    flow = file_plan(root / WORKFLOW_FILE, workflow(python, install, runtime), args.force or args.workflow_only)
+    if args.workflow_only:
+        plans = [flow]
+    else:
+        section = None if kept is not None else config_plan(root, starter_cells(), runtime, find_expected(root))
+        plans = [*([section] if section else []), file_plan(root / TEST_FILE, example_test(), args.force), flow,
+                 *gitignore_plan(root)]
     for plan in plans:  # every check first: a refusal writes nothing at all
         plan.path.parent.mkdir(parents=True, exist_ok=True)
         plan.path.write_text(plan.text, encoding="utf-8")
         print(f"xharness init: {plan.action} {plan.path}")
+    if kept is not None and not args.workflow_only:
+        print(f"xharness init: keep [tool.xharness] of {kept} as it is (init never rewrites it)")
+    origin = "--python" if args.python else "the Python init runs under; --python X.Y for another"
+    print(f"xharness init: the workflow sets up Python {python} ({origin}) and installs {install.requirement}")
+    if install.note:
+        print(f"xharness init: note: {install.note}", file=sys.stderr)
     print("next: xharness cells (what runs here), then xharness run", file=sys.stderr)
     return EXIT_OK
+
+
+def install_line(given: str | None) -> install_source.InstallLine:
+    """The requirement the workflow installs xharness with: ``--install``, else how it is
+    installed here; a usage error when a CI runner could not install it."""
+    if given is not None:
+        try:
+            return install_source.given(given, OWN_DISTRIBUTION)
+        except ValueError as exc:
+            raise UsageError(f"--install {given!r}: {exc} (nothing was written)") from None
+    here = install_source.installed(OWN_DISTRIBUTION)
+    if here.local_only:
+        raise UsageError(
+            f"xharness is installed here as {here.requirement!r}, which a CI runner cannot install: "
+            f"{here.local_only}. Name what the workflow installs with --install, e.g. --install "
+            "'xharness @ git+https://HOST/OWNER/xharness@COMMIT' (nothing was written)")
+    return here
+
+
+def existing_section(root: Path) -> tuple[Path | None, str | None]:
+    """The file of the repository's ``[tool.xharness]`` (None when it has none) and the runtime
+    it names: a section that exists is kept, and the workflow tests its runtime."""
+    own, pyproject = root / OWN_FILE, root / PYPROJECT
+    path = own if own.exists() else (pyproject if pyproject.exists() else None)
+    if path is None:
+        return None, None
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(f"cannot read {path}: {exc.strerror or exc} (nothing was written)") from None
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise UsageError(f"{project.toml_error(path, exc)} (nothing was written)") from None
+    if path == own:
+        table: object = data
+    elif _SECTION.search(text) is None:
+        return None, None
+    else:
+        table = data.get("tool", {}).get("xharness", {})
+    runtime = table.get("runtime") if isinstance(table, dict) else None
+    return path, runtime if isinstance(runtime, str) else None
 
 
 def registered_runtimes(root: Path) -> list[str]:
@@ -196,35 +252,18 @@ def file_plan(path: Path, text: str, force: bool) -> Planned:
     return Planned(path, text, "replace" if path.exists() else "write")
 
 
-def config_plan(root: Path, cells: dict[str, dict[str, object]], force: bool, runtime: str | None = None,
+def config_plan(root: Path, cells: dict[str, dict[str, object]], runtime: str | None = None,
                 expected: str | None = None) -> Planned:
-    """The ``[tool.xharness]`` section in ``pyproject.toml`` (appended, or replacing the one there
-    with ``--force``), else a new ``xharness.toml``."""
+    """The ``[tool.xharness]`` section appended to ``pyproject.toml``, else a new
+    ``xharness.toml`` (only where the repository has no section: one that exists is kept)."""
     own = root / OWN_FILE
     pyproject = root / PYPROJECT
     if own.exists() or not pyproject.exists():
-        return file_plan(own, config_text(cells, table="", runtime=runtime, expected=expected), force)
+        return file_plan(own, config_text(cells, table="", runtime=runtime, expected=expected), False)
     text = pyproject.read_text(encoding="utf-8")
-    lines = text.splitlines(keepends=True)
-    start = next((i for i, line in enumerate(lines) if _SECTION.match(line)), None)
     section = config_text(cells, table="tool.xharness", runtime=runtime, expected=expected)
-    if start is None:
-        joined = text if text.endswith("\n") or not text else text + "\n"
-        return Planned(pyproject, f"{joined}\n{section}", "append to")
-    if not force:
-        raise UsageError(f"{pyproject} has [tool.xharness] already; run with --force to replace it "
-                         "(nothing was written)")
-    kept = [line for i, line in enumerate(lines) if i < start or not _in_section(lines, start, i)]
-    return Planned(pyproject, "".join(kept).rstrip("\n") + "\n\n" + section, "replace [tool.xharness] in")
-
-
-def _in_section(lines: list[str], start: int, index: int) -> bool:
-    """Whether line ``index`` belongs to the ``[tool.xharness...]`` tables from ``start`` on."""
-    owner = start
-    for i in range(start, index + 1):
-        if _HEADER.match(lines[i]):
-            owner = i
-    return _SECTION.match(lines[owner]) is not None
+    joined = text if text.endswith("\n") or not text else text + "\n"
+    return Planned(pyproject, f"{joined}\n{section}", "append to")
 
 
 def config_text(cells: dict[str, dict[str, object]], table: str, runtime: str | None = None,
@@ -285,139 +324,3 @@ def test_split_over_devices(adapter, devices):
     for index, data in adapter.device_shards(t).values():
         np.testing.assert_array_equal(data, host[index])
 '''
-
-
-def _teeth_job(python: str, runtime: str) -> str:
-    """The job that checks the runtime's fault switches are caught by the checks that declare
-    them (``xharness teeth``): a scenario or invariant that lost its teeth fails CI."""
-    return f"""
-  teeth:
-    permissions:
-      contents: read
-    runs-on: ubuntu-latest
-    timeout-minutes: 30
-    steps:
-{_setup_steps(python)}
-      - name: Every declared fault switch of {runtime} caught
-        run: xharness teeth --runtime {runtime}
-      - name: Upload the teeth JUnit
-        if: always()
-        uses: {_uses("actions/upload-artifact")}
-        with:
-          name: junit-teeth
-          path: reports/junit/teeth.xml
-          if-no-files-found: warn
-"""
-
-
-def _setup_steps(python: str) -> str:
-    """The steps every job that runs the project starts with: the checkout, Python, the same
-    xharness as here, and the repository's own distribution (its plugin) when it has one."""
-    return f"""      - uses: {_uses("actions/checkout")}
-        with:
-          persist-credentials: false
-      - uses: {_uses("actions/setup-python")}
-        with:
-          python-version: "{python}"
-      - name: Install
-        run: |
-          python -m pip install "$XHARNESS"
-          if [ -f pyproject.toml ] && grep -q '^\\[project\\]' pyproject.toml; then python -m pip install -e .; fi"""
-
-
-def _uses(action: str) -> str:
-    sha, tag = ACTIONS[action]
-    return f"{action}@{sha} # {tag}"
-
-
-def workflow(cells: dict[str, dict[str, object]], python: str,
-             install: install_source.InstallLine | None = None, runtime: str | None = None) -> str:
-    """A template of data: the GitHub Actions workflow ``init`` writes, read as it will be
-    written, so it stays one piece. ``install`` is how xharness is installed here (the workflow
-    installs the same); a project's own runtime gets a ``teeth`` job, whose JUnit joins the
-    report."""
-    names = ", ".join(cells)
-    install = install or install_source.InstallLine(OWN_DISTRIBUTION, "index")
-    where = {"index": "the version installed where `xharness init` ran, from the package index",
-             "vcs": "the commit installed where `xharness init` ran",
-             "directory": "the directory xharness was installed from where `xharness init` ran",
-             "archive": "the archive xharness was installed from where `xharness init` ran"}[install.source]
-    caveat = f"\n  # NOTE: {install.local_only}" if install.local_only else ""
-    teeth = _teeth_job(python, runtime) if runtime and runtime != "reference" else ""
-    needs = "[cells, teeth]" if teeth else "[cells]"
-    return f"""# xharness across the cells of [tool.xharness]: one job per cell, then one report.
-# Written by `xharness init`; every action is pinned to a commit, no job keeps the checkout's
-# credentials, and every job only reads the repository.
-name: xharness
-
-on:
-  push:
-  pull_request:
-
-permissions: {{}}
-
-env:
-  # where pip gets xharness from: {where}{caveat}
-  XHARNESS: "{install.requirement}"
-
-jobs:
-  cells:
-    permissions:
-      contents: read
-    runs-on: ubuntu-latest
-    timeout-minutes: 60
-    strategy:
-      fail-fast: false
-      matrix:
-        cell: [{names}]
-    name: cell ${{{{ matrix.cell }}}}
-    steps:
-{_setup_steps(python)}
-      - name: Run the cell
-        env:
-          CELL: ${{{{ matrix.cell }}}}
-        run: xharness run --cells "$CELL"
-      - name: Upload the cell's JUnit
-        if: always()
-        uses: {_uses("actions/upload-artifact")}
-        with:
-          name: junit-${{{{ matrix.cell }}}}
-          path: reports/junit/*.xml
-          if-no-files-found: warn
-{teeth}
-  report:
-    permissions:
-      contents: read
-    needs: {needs}
-    if: always()
-    runs-on: ubuntu-latest
-    timeout-minutes: 15
-    steps:
-      - uses: {_uses("actions/setup-python")}
-        with:
-          python-version: "{python}"
-      - name: Install
-        run: python -m pip install "$XHARNESS"
-      - name: Download every cell's JUnit
-        uses: {_uses("actions/download-artifact")}
-        with:
-          pattern: junit-*
-          path: artifacts/junit
-          merge-multiple: true
-      - name: Merge, dashboard and summary
-        run: |
-          xharness report merge artifacts/junit --out reports/junit.xml
-          xharness report html reports/junit.xml --out reports/index.html
-          xharness report summary reports/junit.xml --out reports/summary.md
-          cat reports/summary.md >> "$GITHUB_STEP_SUMMARY"
-      - name: Upload the dashboard
-        if: always()
-        uses: {_uses("actions/upload-artifact")}
-        with:
-          name: dashboard
-          path: |
-            reports/index.html
-            reports/junit.xml
-            reports/summary.md
-          if-no-files-found: warn
-"""

@@ -99,7 +99,11 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-a
 
     cells = sub.add_parser("cells", help="list the matrix cells and whether this machine can run them")
     cells.add_argument("--matrix", type=Path, help="matrix file (default: the project's, as for run)")
-    cells.add_argument("--json", action="store_true", help="print one JSON object")
+    shown = cells.add_mutually_exclusive_group()
+    shown.add_argument("--json", action="store_true", help="print one JSON object")
+    shown.add_argument("--names", action="store_true",
+                       help="print the names of the matrix's cells as one JSON array on one line, probing "
+                       "nothing (what a workflow's matrix reads: fromJSON of a job's output)")
     cells.set_defaults(handler=cells_command)
 
 
@@ -140,6 +144,9 @@ def cells_command(args: argparse.Namespace) -> int:
 
     own = _project()
     matrix = _load(args.matrix)
+    if args.names:  # every name `run --cells` takes as the file declares it: a runner probes its own
+        print(json.dumps(list(matrix.cells)))
+        return EXIT_OK
     listed = matrix.listed()
     rows = []
     for cell in listed:

@@ -1,0 +1,176 @@
+"""The workflow ``xharness init`` writes is one GitHub runs: its cells are the project's when it
+runs, it installs an xharness a runner can fetch with a current pip, on the Python ``init`` ran
+under, keeps pip's and JAX's caches, and ``init`` never rewrites a maintainer's
+``[tool.xharness]``."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from ruamel.yaml import YAML
+
+from harness import cli, install_source
+from harness.commands import init as starter
+from harness.commands.workflow import ACTIONS, PLAN_JOB
+
+pytestmark = pytest.mark.cell_independent
+ROOT = Path(__file__).resolve().parents[2]
+USABLE = "xharness @ git+https://example.org/o/xharness@0123456789abcdef0123456789abcdef01234567"
+EXTRA_CELL = '\n[[tool.xharness.cells]]\nname = "cpu-4"\nbackend = "cpu"\ndevices = 4\n'
+
+
+def _init(root: Path, *extra: str) -> int:
+    root.mkdir(parents=True, exist_ok=True)
+    return cli.main(["init", "--dir", str(root), *extra])
+
+
+def _flow(root: Path) -> dict:
+    return YAML(typ="safe").load((root / starter.WORKFLOW_FILE).read_text())
+
+
+def _pyproject(root: Path) -> Path:
+    root.mkdir(parents=True, exist_ok=True)
+    path = root / "pyproject.toml"
+    path.write_text('[project]\nname = "shardjax"\nversion = "0.1"\n')
+    return path
+
+
+def test_the_cell_jobs_take_their_cells_from_the_project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    pyproject = _pyproject(tmp_path)
+    assert _init(tmp_path, "--install", USABLE) == 0
+    flow = _flow(tmp_path)
+    plan, cells = flow["jobs"][PLAN_JOB], flow["jobs"]["cells"]
+    assert 'cells="$(xharness cells --names)"' in plan["steps"][-1]["run"]
+    assert plan["outputs"]["cells"] == "${{ steps.cells.outputs.cells }}"
+    assert cells["needs"] == PLAN_JOB
+    assert cells["strategy"]["matrix"]["cell"] == f"${{{{ fromJSON(needs.{PLAN_JOB}.outputs.cells) }}}}"
+    assert "cpu-1" not in (tmp_path / starter.WORKFLOW_FILE).read_text()
+    # a cell the maintainer adds later is in what the first job answers, with no new workflow
+    pyproject.write_text(pyproject.read_text() + EXTRA_CELL)
+    monkeypatch.chdir(tmp_path)
+    capsys.readouterr()
+    assert cli.main(["cells", "--names"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("\n") == 1 and json.loads(out) == ["cpu-1", "cpu-8", "cpu-4"]
+
+
+def test_force_never_rewrites_the_section_and_workflow_only_writes_the_workflow(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    pyproject = _pyproject(tmp_path)
+    assert _init(tmp_path, "--install", USABLE) == 0
+    pyproject.write_text(pyproject.read_text().replace('reports = "reports"', 'reports = "out"') + EXTRA_CELL)
+    mine = pyproject.read_text()
+    example = tmp_path / starter.TEST_FILE
+    example.write_text("# my own edits\n")
+    capsys.readouterr()
+    assert _init(tmp_path, "--force", "--install", USABLE) == 0
+    assert pyproject.read_text() == mine
+    assert "keep [tool.xharness] of" in capsys.readouterr().out
+    # the same for an xharness.toml
+    own = tmp_path / "own"
+    assert _init(own, "--install", USABLE) == 0
+    (own / "xharness.toml").write_text((own / "xharness.toml").read_text() + '\n[[cells]]\nname = "cpu-2"\ndevices = 2\n')
+    kept = (own / "xharness.toml").read_text()
+    assert _init(own, "--force", "--install", USABLE) == 0
+    assert (own / "xharness.toml").read_text() == kept
+    # --workflow-only: the workflow again (no --force needed), nothing else touched
+    example.write_text("# my own edits\n")
+    (tmp_path / starter.WORKFLOW_FILE).write_text("stale\n")
+    capsys.readouterr()
+    assert _init(tmp_path, "--workflow-only", "--install", "xharness==9.9") == 0
+    out = capsys.readouterr().out
+    assert f"replace {tmp_path / starter.WORKFLOW_FILE}" in out and out.count("xharness init: replace") == 1
+    assert 'XHARNESS: "xharness==9.9"' in (tmp_path / starter.WORKFLOW_FILE).read_text()
+    assert example.read_text() == "# my own edits\n" and pyproject.read_text() == mine
+
+
+def test_the_workflow_tests_the_runtime_the_kept_section_names(tmp_path: Path) -> None:
+    root = tmp_path / "repo"
+    root.mkdir()
+    (root / "pyproject.toml").write_text('[project]\nname = "x"\n\n[tool.xharness]\nruntime = "jax"\n')
+    assert _init(root, "--workflow-only", "--install", USABLE) == 0
+    assert "xharness teeth --runtime jax" in (root / starter.WORKFLOW_FILE).read_text()
+
+
+def test_an_install_line_a_runner_cannot_use_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    local = install_source.requirement("xharness", "1.0", {"url": "file:///src/xharness",
+                                                            "vcs_info": {"vcs": "git", "commit_id": "ab12"}})
+    assert local.requirement == "xharness @ git+file:///src/xharness@ab12" and local.local_only
+    monkeypatch.setattr(install_source, "installed", lambda name: local)
+    assert _init(tmp_path) == 2
+    err = capsys.readouterr().err
+    assert "which a CI runner cannot install" in err and "--install" in err
+    assert list(tmp_path.iterdir()) == []  # nothing written
+    for bad, why in (("xharness @ file:///src/xharness", "a path on this machine"),
+                     ("xharness @ git+file:///src/xharness@ab12", "a path on this machine"),
+                     ("other-package==1.0", "not 'xharness'"),
+                     ("xharness @ /src/xharness", "a path on this machine"),
+                     ("xharness @@ nothing", "not a pip requirement")):
+        assert _init(tmp_path, "--install", bad) == 2, bad
+        assert why in capsys.readouterr().err, bad
+        assert list(tmp_path.iterdir()) == []
+    assert _init(tmp_path, "--install", USABLE) == 0
+    assert f'XHARNESS: "{USABLE}"' in (tmp_path / starter.WORKFLOW_FILE).read_text()
+
+
+def test_a_checkout_with_a_scp_style_remote_installs_over_ssh() -> None:
+    assert install_source._fetchable("git@github.com:o/xharness.git") == "ssh://git@github.com/o/xharness.git"
+    assert install_source._fetchable("https://github.com/o/xharness") == "https://github.com/o/xharness"
+
+
+def test_the_python_is_the_one_init_runs_under_unless_named(tmp_path: Path,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    here = f"{sys.version_info.major}.{sys.version_info.minor}"
+    assert _init(tmp_path / "a", "--install", USABLE) == 0
+    assert f"the workflow sets up Python {here} (the Python init runs under" in capsys.readouterr().out
+    versions = {str(s["with"]["python-version"]) for job in _flow(tmp_path / "a")["jobs"].values()
+                for s in job["steps"] if "setup-python" in str(s.get("uses", ""))}
+    assert versions == {here}
+    assert _init(tmp_path / "b", "--install", USABLE, "--python", "3.13") == 0
+    assert "sets up Python 3.13 (--python)" in capsys.readouterr().out
+    assert 'python-version: "3.13"' in (tmp_path / "b" / starter.WORKFLOW_FILE).read_text()
+
+
+def test_every_job_upgrades_pip_and_the_caches_are_kept(tmp_path: Path) -> None:
+    assert _init(tmp_path, "--install", USABLE) == 0
+    flow = _flow(tmp_path)
+    for name, job in flow["jobs"].items():
+        installs = [s["run"] for s in job["steps"] if s.get("name") == "Install"]
+        assert installs, name
+        lines = installs[0].splitlines()
+        assert lines[0] == "python -m pip install --upgrade pip" and 'python -m pip install "$XHARNESS"' in lines[1:]
+    sha, tag = ACTIONS["actions/cache"]
+    cached = {job: [s["with"] for s in flow["jobs"][job]["steps"] if s.get("uses") == f"actions/cache@{sha}"]
+              for job in (PLAN_JOB, "cells")}
+    assert [c["path"] for c in cached["cells"]] == ["~/.cache/pip", "~/.cache/xharness/jax"]
+    assert "${{ matrix.cell }}" in cached["cells"][1]["key"] and cached["cells"][1]["restore-keys"]
+    assert [c["path"] for c in cached[PLAN_JOB]] == ["~/.cache/pip"]
+    # pinned as the harness' own workflow pins it
+    assert f"uses: actions/cache@{sha} # {tag}" in (ROOT / ".github" / "workflows" / "ci.yml").read_text()
+
+
+def _tool(name: str) -> str | None:
+    found = shutil.which(name) or str(ROOT / ".venv" / "bin" / name)
+    return found if Path(found).exists() else None
+
+
+@pytest.mark.skipif(_tool("zizmor") is None or _tool("check-jsonschema") is None,
+                    reason="zizmor or check-jsonschema is not installed (the test extra installs them)")
+def test_the_workflow_is_valid_and_zizmor_clean(tmp_path: Path) -> None:
+    root = tmp_path / "repo"
+    root.mkdir()
+    (root / "pyproject.toml").write_text('[project]\nname = "x"\n\n[tool.xharness]\nruntime = "jax"\n')
+    assert _init(root, "--install", USABLE) == 0  # with its teeth job
+    flows = root / ".github" / "workflows"
+    done = subprocess.run([str(_tool("zizmor")), "--offline", str(flows)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and "No findings" in done.stdout + done.stderr, done.stdout + done.stderr
+    done = subprocess.run([str(_tool("check-jsonschema")), "--builtin-schema", "vendor.github-workflows",
+                           str(flows / "xharness.yml")], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
