@@ -37,9 +37,10 @@ SECTION = re.compile(r"^\s*\[\[?\s*tool\s*\.\s*[\"']?xharness[\"']?\s*[.\]]", re
 class ProjectError(Exception):
     """A malformed ``[tool.xharness]``; the message names the file, the line and the key."""
 
-    def __init__(self, path: Path, line: int | None, key: str, message: str) -> None:
-        self.path, self.line, self.key, self.reason = path, line, key, message
+    def __init__(self, path: Path, line: int | None, key: str, message: str, column: int | None = None) -> None:
+        self.path, self.line, self.key, self.reason, self.column = path, line, key, message, column
         where = f"{path}:{line}" if line else str(path)
+        where += f":{column}" if line and column else ""
         super().__init__(f"{where}: {key}: {message}" if key else f"{where}: {message}")
 
 
@@ -110,7 +111,30 @@ def find(start: Path | None = None) -> Path | None:
         pyproject = directory / PYPROJECT
         if pyproject.is_file() and _has_table(pyproject):
             return pyproject
+        if pyproject.is_file():
+            _parses(pyproject)
     return None
+
+
+def toml_error(path: Path, exc: tomllib.TOMLDecodeError) -> ProjectError:
+    """A file that is not TOML, as a :class:`ProjectError` naming its line and column (tomllib
+    says them in its message: ``Invalid value (at line 3, column 9)``)."""
+    found = re.search(r"\(at line (\d+), column (\d+)\)", str(exc))
+    reason = re.sub(r"\s*\(at line \d+, column \d+\)", "", str(exc)) if found else str(exc)
+    line, column = (int(found.group(1)), int(found.group(2))) if found else (None, None)
+    return ProjectError(path, line, "", f"not valid TOML: {reason}", column)
+
+
+def _parses(pyproject: Path) -> None:
+    """A ``pyproject.toml`` met on the way up must parse, with or without ``[tool.xharness]``:
+    pytest and pip read it too, and would fail later with the words far from the user (a rank's
+    log), so every command stops here first, naming the line and column."""
+    try:
+        tomllib.loads(pyproject.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError):
+        return  # unreadable: pytest will say so in its own words; not a project of ours
+    except tomllib.TOMLDecodeError as exc:
+        raise toml_error(pyproject.resolve(), exc) from None
 
 
 def _has_table(pyproject: Path) -> bool:
@@ -155,8 +179,7 @@ def read(path: Path) -> Project:
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        line = re.search(r"line (\d+)", str(exc))
-        raise ProjectError(path, int(line.group(1)) if line else None, "", f"not valid TOML: {exc}") from None
+        raise toml_error(path, exc) from None
     if path.name == OWN_FILE:
         table, prefix = data, ""
     else:

@@ -133,6 +133,12 @@ def _record(s: Any) -> dict[str, Any]:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
+    from harness import project
+
+    try:  # what is listed is what a run of this project collects: its file must be readable first
+        project.load()
+    except project.ProjectError as exc:
+        raise UsageError(str(exc)) from None
     if args.kind == "runtimes":
         return _list_runtimes(args.json)
     if args.kind == "invariants":

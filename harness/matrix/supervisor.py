@@ -49,6 +49,7 @@ from harness.matrix.multiproc import (
 )
 from harness.matrix.outcomes import attempt_from_reports, merge_ranks, properties_from_reports
 from harness.matrix.progress import CellProgress, Progress
+from harness.matrix.startup_error import pytest_error_line
 from harness.network.addresses import NAMESPACES
 from harness.network.fabric import Fabric
 from harness.network.job import COORDINATOR_PORT
@@ -468,6 +469,10 @@ class CellRun:
             kind = KIND_RANK
         else:
             message = f"test {why}" if nodeid else f"pytest {why} {where}"
+        if kind in (KIND_EXIT, KIND_RANK) and nodeid is None and not self.collected:
+            said = pytest_error_line(state.new_log_text())
+            if said:  # pytest's own reason, not only its exit code
+                message += f": {said}"
         details = [message]
         for other in [state, *[s for s in result.ranks if s is not state]]:
             text = stack if other is state else other.new_stack_text()
