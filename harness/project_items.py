@@ -203,6 +203,7 @@ class ScenarioItem(_DefinedItem):
                     f"{scenario.id} [injected]: {result.outcome}, where its fault switch "
                     f"{scenario.fault!r} on must show one of its signatures ({', '.join(sorted(names))})"
                     f"\nreplay: {result.repro}\n{details}")
+            self.user_properties.append((prop.SIGNATURE, result.signature))
             return
         table = self._table() if scenario.runtime != "reference" else None
         if table is None:

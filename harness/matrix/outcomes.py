@@ -8,6 +8,7 @@ the harness' classification of errors (a ``MemoryError`` is ``memory``, not an o
 from __future__ import annotations
 
 from harness.matrix.events import Event
+from harness.report.headline import headline
 from harness.report.records import (
     ERROR,
     FAILED,
@@ -40,7 +41,8 @@ def attempt_from_reports(reports: list[Event]) -> Attempt:
         memory = any(r.get("exc_type") == "MemoryError" for r in failed)
         attempt.outcome = FAILED if first.get("when") == "call" and not memory else ERROR
         attempt.kind = KIND_MEMORY if memory else ("" if attempt.outcome == FAILED else KIND_EXCEPTION)
-        attempt.message = str(first.get("message") or f"{first.get('when')} failed")
+        said = headline(str(first.get("message") or ""), str(first.get("longrepr") or ""))
+        attempt.message = said or f"{first.get('when')} failed"
         if first.get("when") != "call":
             attempt.message = f"error in {first.get('when')}: {attempt.message}"
         attempt.details = "\n\n".join(str(r.get("longrepr") or "") for r in failed)

@@ -48,6 +48,8 @@ EXECUTOR, EXECUTOR_JOB, EXECUTOR_NODES, EXECUTOR_ATTEMPT, EXECUTOR_STATE = (
 # -- what a scenario or a property test records (the catalog's suites, the plugin)
 #: the scenario, its mode (fixed or injected) and the seed it ran with
 SCENARIO, MODE, SEED = "scenario", "mode", "seed"
+#: the signature an injected scenario showed (one of its declared ones), as ``xharness repro`` says it
+SIGNATURE = "signature"
 #: hypothesis' shrunk example, the blob that replays it, and how its seed was chosen
 HYPOTHESIS_EXAMPLE, HYPOTHESIS_BLOB, HYPOTHESIS_SEED = "hypothesis-example", "hypothesis-blob", "hypothesis-seed"
 #: a release's judgement: what the expected-outcomes table says, what happened, and why
