@@ -135,17 +135,25 @@ def _heatmap(grid: Grid, anchors: dict[tuple[str, str], str]) -> str:
     )
 
 
+def bar_left(index: int, count: int, left: float, right: float) -> float:
+    """Where the bar of run ``index`` (of ``count``, oldest first) starts: spread by index from
+    ``left`` to ``right``, the latest run at ``right`` however few runs there are, as the legend
+    promises (this run on the right)."""
+    if count <= 1:
+        return right
+    return left + index * (right - left) / (count - 1)
+
+
 def _trend(history: Sequence[RunPoint]) -> str:
     """Stacked bars of the classification counts per run, oldest left, as inline SVG."""
     if not history:
         return "<p>No earlier runs recorded yet.</p>"
     width, height, pad = 820, 220, 30
     peak = max(max(sum(p.counts.values()) for p in history), 1)
-    step = (width - 2 * pad) / len(history)
-    bar = min(max(step * 0.8, 1.0), 40.0)
+    bar = min(max((width - 2 * pad) / len(history) * 0.8, 1.0), 40.0)
     shapes = []
     for i, point in enumerate(history):
-        x = pad + i * step
+        x = bar_left(i, len(history), pad, width - pad - bar)
         y = height - pad
         for outcome in TREND_OUTCOMES:
             count = point.counts.get(outcome, 0)
@@ -506,14 +514,14 @@ def render_dashboard(
     when = (generated or datetime.now(UTC)).isoformat(timespec="seconds")
     note_html = "".join(f'<p class="note">{escape(n)}</p>' for n in notes)
     failing = grid.total.counts[FAILED] + grid.total.counts[ERROR]
-    verdict = "failing" if failing else "passing"
+    heading = f"{title}: {'failing' if failing else 'passing'}"  # the tab's title and the page's heading
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         '<meta http-equiv="Content-Security-Policy" content="default-src \'none\'; '
         "style-src 'unsafe-inline'; img-src data:\">"
         '<meta name="viewport" content="width=device-width,initial-scale=1">'
-        f"<title>{escape(title)}: {verdict}</title><style>{_CSS}</style></head><body>"
-        f'<h1>{escape(title)}</h1><p class="meta">generated {escape(when)} · '
+        f"<title>{escape(heading)}</title><style>{_CSS}</style></head><body>"
+        f'<h1>{escape(heading)}</h1><p class="meta">generated {escape(when)} · '
         f"{len(grid.cols)} cell(s) · {len(grid.rows)} group(s)"
         + (f' · <a href="#findings">{len(findings)} known findings</a>' if findings else "")
         + f"</p>{note_html}"
