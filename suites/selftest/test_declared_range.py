@@ -189,8 +189,13 @@ def job_pythons(job: dict) -> list[str]:
     fixed = re.fullmatch(r"python:(\d+\.\d+)-.*", image)
     if fixed:
         return [fixed.group(1)]
-    return [str(step["with"]["python-version"]) for step in job.get("steps", [])
-            if "setup-python" in str(step.get("uses", "")) and "python-version" in step.get("with", {})]
+    found = []
+    for step in job.get("steps", []):
+        if "setup-python" in str(step.get("uses", "")) and "python-version" in step.get("with", {}):
+            given = str(step["with"]["python-version"])
+            named = re.fullmatch(r"\$\{\{\s*matrix\.(\w+)\s*\}\}", given)  # each value of the axis
+            found += [str(v) for v in job["strategy"]["matrix"][named.group(1)]] if named else [given]
+    return found
 
 
 def newest_jax_on_the_index() -> Version:
