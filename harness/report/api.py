@@ -14,7 +14,7 @@ from pathlib import Path
 
 from harness.report.dashboard import render_dashboard
 from harness.report.files import write_atomic
-from harness.report.findings import finding_rows
+from harness.report.findings import finding_rows, shown_for
 from harness.report.history import load_history, record_run
 from harness.report.junit import ReportInputError, read_records, to_bytes, write_report
 from harness.report.merge import build_report, combine
@@ -53,7 +53,7 @@ def publish(
     if history_dir is not None:
         record_run(history_dir, records, results_digest(junit_bytes))
         history = load_history(history_dir)
-    findings = finding_rows() if html_out is not None or summary_out is not None else []
+    findings = shown_for(finding_rows(), records) if html_out is not None or summary_out is not None else []
     if html_out is not None:
         write_atomic(html_out, render_dashboard(records, history, notes=notes, findings=findings))
     if summary_out is not None:

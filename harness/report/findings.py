@@ -10,10 +10,14 @@ own source tree (``xharness report upstream NAME`` writes it there).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
+
+from harness.report import properties as prop
+from harness.report.records import TestRecord
 
 #: where ``xharness report upstream`` writes, relative to the source tree
 UPSTREAM_REPORTS = Path("reports") / "upstream"
@@ -88,6 +92,27 @@ def finding_rows(root: Path | None = None) -> list[FindingRow]:
             report=reports[-1] if reports else "",
         )
     return list(rows.values())
+
+
+def tested_runtimes(records: Iterable[TestRecord]) -> set[str]:
+    """The runtimes a run's records tested: a release's runtime, else the runtime under test
+    (the supervisor writes it into every record of a cell). The reference runtime rides on JAX,
+    which its runs therefore test too."""
+    found = set()
+    for record in records:
+        props = record.properties
+        name = props.get(prop.RELEASE_RUNTIME) or props.get(prop.RUNTIME, "").split(" ")[0]
+        if name:
+            found.update(("reference", "jax") if name == "reference" else (name,))
+    return found
+
+
+def shown_for(rows: list[FindingRow], records: Iterable[TestRecord]) -> list[FindingRow]:
+    """The findings a run's dashboard and step summary list: those of the runtimes it tested. A
+    project that tests its own runtime is not shown other runtimes' bugs; records that name no
+    runtime (another tool's JUnit file) keep them all, since nothing says what was tested."""
+    runtimes = tested_runtimes(records)
+    return [r for r in rows if r.runtime in runtimes] if runtimes else rows
 
 
 def markdown_table(rows: list[FindingRow] | None = None) -> str:
