@@ -9,7 +9,10 @@
 #   xharness run                                       its suite over its two cells, JUnit checked
 #                                                      (numpyrt: its device count is the cell's)
 #   xharness teeth --runtime RUNTIME                   its invariant and scenario catch its switch
-#   xharness init in an empty directory, then run      a fresh repository is green at once
+#   xharness init in an empty directory, then run      a fresh repository is green at once; the
+#                                                      workflow reads the cells from the project
+# init is given the install line CI would use (--install): a checkout of xharness without a
+# remote is a path a runner cannot install, which init refuses.
 # Usage: ci/example.sh [WORKDIR]   (default: a temporary directory, removed at the end)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -19,6 +22,7 @@ work="${1:-$(mktemp -d)}"
 mkdir -p "$work"
 python="${XHARNESS_EXAMPLE_PYTHON:-$project/.venv/bin/python}"
 python="$("$python" -c 'import sys; print(getattr(sys, "_base_executable", sys.executable))')"
+install="xharness @ git+https://github.com/OWNER/xharness@$(git rev-parse HEAD)"
 
 echo "ci/example.sh: a fresh environment in $work/env"
 "$python" -m venv "$work/env"
@@ -128,7 +132,7 @@ rm -rf "$tutorial" && mkdir "$tutorial"
 "$env/python" ci/tutorial_files.py docs/tutorials/your-runtime.md "$tutorial"
 "$env/python" -m pip install -q -e "$tutorial"
 cd "$tutorial"
-capture xharness init
+capture xharness init --install "$install"
 capture xharness run
 "$env/python" - <<'PY'
 import tomllib
@@ -161,7 +165,11 @@ check "the tutorial's repository with a planted import error: run exits 2 naming
 cd "$project"
 
 rm -rf "$work/fresh" && mkdir "$work/fresh" && cd "$work/fresh"
-capture xharness init
+capture xharness init --install "$install"
 check "init wrote the section, the example test, the workflow and .gitignore" "out.count('xharness init: write') == 4"
+check "the workflow's cell jobs take the cells xharness cells --names gives" \
+  "'fromJSON(needs.plan.outputs.cells)' in open('.github/workflows/xharness.yml').read()"
+capture xharness cells --names
+check "cells --names: the project's cells as one JSON array" "json.loads(out) == ['cpu-1', 'cpu-8']"
 capture xharness run
 echo "ci/example.sh: ok: a fresh repository after xharness init runs green ($(tail -1 "$work/out"))"
