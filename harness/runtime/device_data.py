@@ -14,7 +14,7 @@ from typing import Any
 import jax
 
 from harness import sched, settings
-from harness.runtime import ir
+from harness.runtime import ir, layouts
 from harness.runtime.deadlines import Ticket, await_latch
 from harness.runtime.errors import DonatedBufferError, PlaceholderAccessError
 
@@ -25,8 +25,9 @@ def crash_mode() -> str:
 
 
 def input_key(aval: ir.Aval, sharding: Any) -> tuple:
-    """How a step's structure key describes a device-data input: its aval and its layout."""
-    return (ir.IN, aval, sharding)
+    """How a step's structure key describes a device-data input: its aval and its layout, as
+    its representative spelling (``layouts``: equivalent specs compile once)."""
+    return (ir.IN, aval, layouts.representative(sharding, len(aval.shape)))
 
 
 class DeviceData:

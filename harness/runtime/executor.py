@@ -39,7 +39,7 @@ from typing import Any
 import jax
 
 from harness import sched
-from harness.runtime import config, faults, ir, plan_cache, seams
+from harness.runtime import config, faults, ir, layouts, plan_cache, seams
 from harness.runtime.deadlines import Ticket, await_latch
 from harness.runtime.device_data import DeviceData, crash_mode
 from harness.runtime.graphs import Walk
@@ -227,7 +227,11 @@ def execute(
     donate_idx = tuple([i for i, d in enumerate(inputs) if id(d) in donate_ids]) if donate_ids else ()
     requested = tuple(out_shardings)
     precision = config.options.matmul_precision  # part of the key: another precision, another program
-    key = (walk.key, walk.root_positions, requested, donate_idx, precision)
+    # a requested layout by its representative: another spelling of it is the same program
+    layouts_key = tuple(
+        s if s is None else layouts.representative(s, len(r.aval.shape)) for s, r in zip(requested, roots, strict=True)
+    )
+    key = (walk.key, walk.root_positions, layouts_key, donate_idx, precision)
     plan = plan_cache.lookup(key)
     if plan is None:
         plan = plan_cache.derive(walk, requested, donate_idx, precision)
@@ -241,6 +245,9 @@ def execute(
         DeviceData(aval, sharding, None, kid, aid, ticket)
         for aval, sharding, kid, aid in zip(plan.out_avals, plan.out_shardings, plan.out_kids, plan.out_aids, strict=True)
     ]
+    for slot, sharding in zip(where, requested, strict=True):
+        if sharding is not None:  # as asked: the plan may have been compiled for another spelling
+            outputs[slot].sharding = sharding
     job = Execution(exe, inputs, outputs, plan.moved_in, plan.moved_out, ticket)
     if not job.late:  # upstream #5811's ``StartOperation``: known to every wait before it is queued
         job.track()

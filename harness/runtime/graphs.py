@@ -16,7 +16,7 @@ from typing import Any
 import jax
 import numpy as np
 
-from harness.runtime import ir, seams
+from harness.runtime import ir, layouts, seams
 from harness.runtime.device_data import DeviceData
 from harness.runtime.transfers import metrics, replicated
 
@@ -107,7 +107,7 @@ class Walk:
                         slot[1].append(node.value)
                         emit(kind)
                         continue
-                    emit(kind if node.sharding is None else _intern((kind, node.sharding)))
+                    emit(kind if node.sharding is None else _intern((kind, layouts.representative(node.sharding, len(node.aval.shape)))))
                     for o in operands:
                         emit(position[o])
         for dtype, (index, values) in scalar_inputs.items():

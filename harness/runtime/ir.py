@@ -402,3 +402,25 @@ def lower(program: Program, roots: tuple[int, ...], precision: str | None = None
         return tuple(vals[r] for r in roots)
 
     return fn
+
+
+def substitute(node: Node, done: dict[int, Node]) -> Node:
+    """``node``'s graph with every node whose id is in ``done`` replaced by what it maps to (a
+    computed value's data node); unchanged parts are shared, ``node`` itself if nothing changed."""
+    memo: dict[int, Node] = {}
+
+    def visit(n: Node) -> Node:
+        if n.data is not None or not n.operands:
+            return done.get(id(n), n)
+        hit = done.get(id(n)) or memo.get(id(n))
+        if hit is not None:
+            return hit
+        operands = tuple(visit(o) for o in n.operands)
+        new = n
+        if any(a is not b for a, b in zip(operands, n.operands, strict=True)):
+            new = Node(n.op, operands, n.attrs, sharding=n.sharding)
+            new.leaf = n.leaf
+        memo[id(n)] = new
+        return new
+
+    return visit(node)

@@ -63,19 +63,23 @@ def mark_sharding(t: Tensor, mesh: Mesh, partition_spec: Any) -> Tensor:
                 f"tensor shape {t.shape}, spec {tuple(partition_spec)}"
             )
     storage = t.rt_storage
-    if not t.rt_views and not storage.pending:
+    # an alias that only renames its storage (``detach``) is the storage: marking it lays the
+    # storage out, as marking the storage itself does (its requested layout included, which a
+    # step would otherwise impose over the annotation)
+    renames = _is_alias_only(t.rt_views)
+    if renames and not storage.pending:
         storage.materialize(transfers.reshard(storage.node.data, sharding))
         storage.sharding = sharding
         return t
     annotated = ir.Node("custom_sharding", (t.node,), sharding=sharding)
-    if t.rt_views and not config.options.functionalization and faults.active(faults.LOST_SHARDING):
+    if not renames and not config.options.functionalization and faults.active(faults.LOST_SHARDING):
         annotated.sharding = None
         t.rt_write(annotated)
         t.rt_forget_version()  # the alias is regenerated from the view update...
         t.node.sharding = sharding  # ...and the annotation lands there, not on the custom-sharding node
     else:
         t.rt_write(annotated)
-    if not t.rt_views:
+    if renames:
         storage.sharding = sharding
     return t
 

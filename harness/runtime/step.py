@@ -8,7 +8,6 @@ cannot know which pending graphs still read the old buffers (upstream issue #842
 
 from __future__ import annotations
 
-import threading
 import weakref
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
@@ -29,12 +28,24 @@ if TYPE_CHECKING:  # ``tensor`` builds on this module; only the type checker loo
 # in one slice assignment, so a storage registered meanwhile by another thread is kept.
 _live: list[weakref.ReferenceType[Storage]] = []
 _live_append = _live.append
-_live_lock = threading.Lock()  # one prune at a time
+# one prune at a time; a scheduler-aware lock, since a prune holds it across a schedule point
+_live_lock = sched.Lock(name="live storages")
 _prune_at = 4096
+#: storages registered and values written so far: a step compares it before and after it runs,
+#: to know whether another thread built on the values it was computing (``_adopt``)
+_touched = 0
+
+
+def touch() -> None:
+    """A storage was registered or written (``Storage``)."""
+    global _touched
+    _touched += 1
 
 
 def track(storage: Storage) -> None:
     """Register a new storage (``Storage.__init__``)."""
+    global _touched
+    _touched += 1
     _live_append(weakref.ref(storage))
     if len(_live) >= _prune_at:
         with _live_lock:
@@ -53,6 +64,8 @@ def _prune(keep: Callable[[Storage], bool] | None = None) -> list[Storage]:
         if storage is not None and (keep is None or keep(storage)):
             alive.append(storage)
             refs.append(ref)
+    # another thread may register storages meanwhile: they are past ``n``, and stay
+    sched.point("step.prune")
     _live[:n] = refs
     _prune_at = max(4096, 2 * len(refs))
     return alive
@@ -84,6 +97,7 @@ def sync(tensors: Iterable[Tensor] | None = None, *, wait: bool = False, donate:
 
 
 def _sync(tensors: Iterable[Tensor] | None, wait: bool, donate: bool | None) -> None:
+    touched = _touched  # from here on, another thread's work may build on what this step computes
     live = live_storages()
     storages = _pending(live if tensors is None else (t.rt_storage for t in tensors))
     if not storages:
@@ -100,9 +114,33 @@ def _sync(tensors: Iterable[Tensor] | None, wait: bool, donate: bool | None) -> 
         if candidates:
             kept = _read_by_origins(storages, live, candidates)
             candidates = [c for c in candidates if id(c) not in kept]
-    outputs = executor.execute([s.node for s in storages], [s.sharding for s in storages], candidates, wait)
-    for storage, data in zip(storages, outputs, strict=True):
-        storage.materialize(data)
+    roots = [s.node for s in storages]
+    outputs = executor.execute(roots, [s.sharding for s in storages], candidates, wait)
+    if _touched == touched:
+        for storage, data in zip(storages, outputs, strict=True):
+            storage.materialize(data)
+    else:
+        _adopt(storages, roots, outputs)
+
+
+def _adopt(storages: list[Storage], roots: list[ir.Node], outputs: list[DeviceData]) -> None:
+    """Hand the step's results to a live set another thread changed while the step ran (at its
+    schedule points: the submission, the locks). A storage written meanwhile holds a new value
+    built on the one the step computed, and a value derived meanwhile reads it too: each reads
+    the result instead of the computation, so that no write is lost (materializing it would put
+    the old value back) and nothing recomputes from a buffer the step donated."""
+    done: dict[int, ir.Node] = {}
+    written: dict[int, DeviceData] = {}
+    for storage, root, data in zip(storages, roots, outputs, strict=True):
+        if storage.node is root:
+            storage.materialize(data)
+            done[id(root)] = storage.node
+        else:
+            done[id(root)] = storage.computed(root, data)
+            written[id(storage)] = data
+    for storage in live_storages():
+        if storage.pending:
+            storage.adopt(done, written.get(id(storage)))
 
 
 def _read_by_origins(storages: list[Storage], live: list[Storage], candidates: list[DeviceData]) -> set[int]:

@@ -46,6 +46,7 @@ class Storage:
         A value that is another storage's device data is copied, never adopted: adopting it would
         drop this storage's own layout and, for a parameter, its identity as a gradient leaf.
         """
+        step.touch()
         if self.node.data is not None:
             self.base_data = self.node.data
         if node.data is not None or self.requires_grad:
@@ -61,14 +62,30 @@ class Storage:
         A value computed from parameters keeps the IR that computed it (``origin``), so a read or a
         step between the forward pass and ``backward()`` does not cut the gradient's path.
         """
-        old = self.node
+        self.node = self.computed(self.node, data)
+        self.base_data = None
+        self.synced_from = self.version
+        self.version += 1
+
+    def computed(self, old: ir.Node, data: device_data.DeviceData) -> ir.Node:
+        """The data node that stands for ``old``, this storage's value that ``data`` computed."""
         node = ir.data_node(data)
         if self.requires_grad:
             node.leaf = weakref.ref(self)
         elif self.grad_dep:
             node.origin = old.origin if old.data is not None else old
             node.folded = node.origin is not None
-        self.node = node
-        self.base_data = None
-        self.synced_from = self.version
-        self.version += 1
+        return node
+
+    def adopt(self, done: dict[int, ir.Node], data: device_data.DeviceData | None) -> None:
+        """A step computed values this storage's pending value reads (``done``: each computed
+        node by id, its data node), after the value was built: another thread wrote or derived
+        it while the step ran. It reads their results from now on; recomputing them instead
+        would read buffers the step may have donated. ``data``: this storage's own value as the
+        step computed it, which the new value replaced."""
+        node = ir.substitute(self.node, done)
+        if node is not self.node:
+            self.node = node
+            self.version += 1
+        if data is not None:
+            self.base_data = data
