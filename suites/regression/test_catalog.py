@@ -7,6 +7,7 @@ import os
 import jax
 import pytest
 
+from harness.report import properties as prop
 from harness.scenarios import registry, runner
 
 # the catalog also runs in the multi-process cells (2 x 4 devices over jax.distributed, and one
@@ -81,6 +82,8 @@ def test_scenario(scenario, mode: str, record_property) -> None:
         names = {sig.name for sig in scenario.signatures}
         ran = [v for v in result.variants if v.outcome != runner.SKIPPED]
         assert ran and all(v.signature in names for v in ran), details
+        # the signature it showed, as a plugin's injected scenario item records it
+        record_property(prop.SIGNATURE, result.signature)
     if scenario.explore:  # a race: explored, and an injected run names the schedule that failed
         props = schedule_properties(result)
         assert props["strategy"] == scenario.explore and props["strategy-seed"] == str(SEED)
