@@ -1,0 +1,82 @@
+"""The mutation job of the harness's own logic still works: its configuration loads, and mutmut
+runs a few mutants of one small room and kills some of them.
+
+The full run is a weekly job of its own (ci/mutation.sh); this keeps a change that breaks it (a
+room renamed, a profile that no longer parses, mutmut's results read wrongly) from waiting a week
+to be seen. It is cell-independent: it runs mutmut in a process of its own.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "ci" / "mutation.py"
+
+pytestmark = pytest.mark.cell_independent
+
+
+def _module():  # type: ignore[no-untyped-def]
+    spec = importlib.util.spec_from_file_location("ci_mutation", SCRIPT)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["ci_mutation"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_every_room_is_a_file_that_exists_and_every_profile_loads() -> None:
+    mutation = _module()
+    for name in ("main", "cluster", "smoke"):
+        chosen = mutation.profile(name)
+        assert chosen.only_mutate and chosen.tests, name
+        for room in chosen.only_mutate:
+            assert list(ROOT.glob(room)), f"{name}: room {room} matches no file"
+        for test in chosen.tests:
+            assert (ROOT / test.split("::")[0]).exists(), f"{name}: no {test}"
+    equivalents = tomllib.loads((ROOT / "ci" / "mutation_equivalents.toml").read_text())
+    for mutant, entry in equivalents.items():
+        assert entry.get("source") and entry.get("why"), mutant
+
+
+def test_a_change_names_the_functions_it_touched(tmp_path: Path) -> None:
+    mutation = _module()
+    source = tmp_path / "m.py"
+    source.write_text("def a():\n    return 1\n\n\nclass C:\n    def b(self):\n        return 2\n")
+    assert mutation.functions_at(source, {2}) == ["x_a"]
+    assert mutation.functions_at(source, {7}) == ["x\u01c1C\u01c1b"]
+    assert mutation.functions_at(source, {4}) == []
+
+
+def test_a_room_scores_kills_over_judged_and_an_unjudged_survivor_fails_the_floor() -> None:
+    mutation = _module()
+    tally = mutation.RoomScore("harness/x.py", mutants=10, killed=8, equivalent=1, survived=1)
+    assert tally.score == pytest.approx(8 / 9)
+    assert mutation.below_floor([tally]) == [tally]
+    tally.survived = 0
+    assert mutation.below_floor([tally]) == []
+
+
+def test_mutmut_runs_a_few_mutants_of_one_room_and_kills_some(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, str(SCRIPT), "run", "--profile", "smoke", "--max-children", "1",
+         "harness.install_source.x_requirement__mutmut_[1-6]"],
+        cwd=ROOT, capture_output=True, text=True, timeout=600,
+        env={**_environment(), "XHARNESS_MUTATION_DIR": str(tmp_path)},
+    )
+    assert done.returncode in (0, 1), done.stdout[-3000:] + done.stderr[-3000:]
+    row = next(line for line in done.stdout.splitlines() if line.startswith("harness/install_source.py"))
+    mutants, killed = (int(cell) for cell in row.split()[1:3])
+    assert mutants > 5 and killed > 0, row
+
+
+def _environment() -> dict[str, str]:
+    import os
+
+    return {key: value for key, value in os.environ.items() if not key.startswith("PYTEST")}
