@@ -1,6 +1,6 @@
 """What a plugin needs, and all it may rely on: the stable surface for plugin authors.
 
-A distribution extends the harness through three entry-point groups (docs/how-to/write-a-plugin.md):
+A distribution extends the harness through entry-point groups (docs/how-to/write-a-plugin.md):
 ``xharness.runtimes`` names an adapter class (``Adapter``, most easily a subclass of
 ``BaseAdapter``), ``xharness.scenarios`` a ``Scenario``, and ``xharness.invariants`` an
 ``Invariant``. Everything a plugin imports comes from this module; the names here keep their
@@ -12,6 +12,11 @@ are what an adapter declares in ``capabilities`` and what a check ``require``s o
 The network faults (``Partition``, ``Flap``, ``Pause``, ``Kill``, ``Throttle``, ``Late``, started
 ``At`` a time or ``AtPoint`` a named point) are values a test passes to ``run_faulted`` (or to the
 plugin's ``nemesis`` fixture) with a ``JobSpec``; docs/how-to/network-faults.md shows them.
+
+A runtime's upstream triggers (``Reproducer``, judged by a ``Signature`` or a ``CrashSignature``;
+``MachineLacks`` skips one this machine cannot host) are registered as a tuple in a fourth group,
+``xharness.upstream``, named by the runtime: ``xharness report upstream ID --runtime NAME`` then
+writes the ready-to-file report of the runtime's own bug.
 """
 
 from __future__ import annotations
@@ -60,6 +65,7 @@ from harness.network import (
 from harness.network import Fault as NetworkFault
 from harness.properties.base import Invariant
 from harness.scenarios.base import Context, InvariantViolation, Needs, Scenario, Signature
+from harness.scenarios.reproducer import CrashSignature, MachineLacks, Reproducer
 
 __all__ = [
     "At",
@@ -99,9 +105,12 @@ __all__ = [
     "BaseAdapter",
     "CellShape",
     "Context",
+    "CrashSignature",
     "Invariant",
     "InvariantViolation",
+    "MachineLacks",
     "Needs",
+    "Reproducer",
     "Scenario",
     "Signature",
     "Unsupported",

@@ -1,15 +1,17 @@
 """Plugins: what installed distributions register with the harness through entry points.
 
-Three groups extend the harness without forking it, the way ``pytest11`` extends pytest:
+Four groups extend the harness without forking it, the way ``pytest11`` extends pytest:
 ``xharness.runtimes`` (``name = "pkg.module:AdapterClass"``), ``xharness.scenarios``
-(``id = "pkg.module:SCENARIO"``) and ``xharness.invariants`` (``id = "pkg.module:INVARIANT"``).
-The harness registers its own runtimes, scenarios and invariants through the same groups in its
-``pyproject.toml``, so a built-in item and a plugin's are found, loaded and checked by one path.
+(``id = "pkg.module:SCENARIO"``), ``xharness.invariants`` (``id = "pkg.module:INVARIANT"``) and
+``xharness.upstream`` (``runtime = "pkg.module:TRIGGERS"``: the runtime's upstream triggers, what
+``xharness report upstream`` files). The harness registers its own runtimes, scenarios, invariants
+and triggers through the same groups in its ``pyproject.toml``, so a built-in item and a plugin's
+are found, loaded and checked by one path.
 
 Reading a group's *names* reads installed metadata only; loading an item imports its module, which
 may fail. A failure is a :class:`PluginError` that names the distribution, its version and the
 entry point, so that whoever reads it knows which package to fix. Each room checks what it loaded
-(an adapter class, a ``Scenario``, an ``Invariant``) and reports a wrong type the same way.
+(an adapter class, a ``Scenario``, an ``Invariant``, a runtime's triggers) and reports a wrong type the same way.
 
 One source tree may run without its metadata (``python -m harness.cli`` from a checkout that was
 never installed): the harness' own entry points are then read from its ``pyproject.toml``, the
@@ -29,7 +31,9 @@ from pathlib import Path
 from typing import Any
 
 RUNTIMES, SCENARIOS, INVARIANTS = "xharness.runtimes", "xharness.scenarios", "xharness.invariants"
-GROUPS = (RUNTIMES, SCENARIOS, INVARIANTS)
+#: a runtime's upstream triggers (``harness.scenarios.triggers``), named by the runtime
+UPSTREAM = "xharness.upstream"
+GROUPS = (RUNTIMES, SCENARIOS, INVARIANTS, UPSTREAM)
 #: the distribution whose entry points are the built-in items; its items win a clash of names
 OWN_DISTRIBUTION = "xharness"
 
@@ -80,7 +84,7 @@ class PluginError(Exception):
 
 @functools.cache
 def _installed() -> tuple[EntryPoint, ...]:
-    """Every item of the three groups that installed distributions register (names only).
+    """Every item of the groups that installed distributions register (names only).
 
     Read once per process for all groups: a command-line child asks for a scenario by id, and
     each distribution's name and version are read from its metadata once, not per entry point

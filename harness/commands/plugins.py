@@ -2,7 +2,8 @@
 
 ``list`` and the other commands that only read the registries warn about a broken item and go on
 (``harness.entrypoints.warn``): listing must still work while a plugin is being fixed. A command
-that *judges* a runtime (``run``, ``repro``, ``teeth``) must not: a scenario module that fails to
+that *judges* a runtime (``run``, ``repro``, ``teeth``, ``report upstream`` on a plugin's
+runtime) must not: a scenario module that fails to
 import would simply be missing from the run, and the run would be green. Those commands load
 every group first and refuse to start (exit 2) while any item is broken, naming each one's
 distribution, entry point and cause.
@@ -26,12 +27,12 @@ class PluginState:
 
 
 def state() -> PluginState:
-    """Load every plugin's items of every group (runtimes, scenarios, invariants) and say what
-    it found. The harness' own items are not imported here (their suites check them, and some
+    """Load every plugin's items of every group (runtimes, scenarios, invariants, upstream
+    triggers) and say what it found. The harness' own items are not imported here (their suites check them, and some
     start JAX, which a command's parent process must not): only their names are read, so that a
     plugin item that takes one of their names is still reported."""
     checks = ((entrypoints.RUNTIMES, _adapter_check), (entrypoints.SCENARIOS, _scenario_check),
-              (entrypoints.INVARIANTS, _invariant_check))
+              (entrypoints.INVARIANTS, _invariant_check), (entrypoints.UPSTREAM, _trigger_check))
     broken: list[entrypoints.PluginError] = []
     dists: dict[str, None] = {}
     for group, check in checks:
@@ -65,6 +66,12 @@ def _invariant_check() -> entrypoints.Check:
     from harness.properties import registry  # it starts JAX: only when a plugin has invariants
 
     return registry.check_invariant
+
+
+def _trigger_check() -> entrypoints.Check:
+    from harness.scenarios import triggers
+
+    return triggers.check_triggers
 
 
 def require_loadable(command: str) -> None:

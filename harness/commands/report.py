@@ -110,7 +110,8 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
         "results, versions, device, the releases measured and the related references.",
     )
     upstream.add_argument("scenario")
-    upstream.add_argument("--runtime", required=True, help="torch_xla or jax")
+    upstream.add_argument("--runtime", required=True,
+                          help="torch_xla, jax, or a plugin's runtime that registers upstream triggers")
     upstream.add_argument("--release", default=None, help="a release (its cached environment); "
                           "default: the runtime this interpreter imports")
     upstream.add_argument("--out", default=None, metavar="FILE",
@@ -130,6 +131,10 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
 
 def _upstream(args: argparse.Namespace) -> int:
     # the command layer: a report that runs a release's trigger is the releases room's work
+    from harness.commands import plugins
+    from harness.releases import catalog
     from harness.releases.upstream_report import report_command
 
+    if args.runtime not in catalog.UPSTREAM_RUNTIMES:  # a plugin's runtime: judged like repro's
+        plugins.require_loadable("xharness report upstream")
     return report_command(args)

@@ -219,7 +219,7 @@ def report_command(args: Any) -> int:
 
     from harness.errors import UsageError
     from harness.releases import catalog, envs, interpreters, release_spec
-    from harness.scenarios import registry
+    from harness.scenarios import registry, triggers
     from harness.scenarios import upstream_torch_xla as upstream
     from harness.scenarios.expected import ExpectedTableError
     from harness.scenarios.expected import load as load_table
@@ -228,22 +228,30 @@ def report_command(args: Any) -> int:
         upstream.check_name(args.scenario)
     except registry.UnknownScenario as exc:
         raise UsageError(str(exc)) from None
-    if args.runtime not in catalog.UPSTREAM_RUNTIMES:
-        raise UsageError(f"--runtime: {args.runtime!r} has no upstream triggers here "
-                         f"(one of {', '.join(catalog.UPSTREAM_RUNTIMES)})")
+    plugin = args.runtime not in catalog.UPSTREAM_RUNTIMES
+    if plugin and args.runtime not in triggers.runtimes():
+        broken = triggers.broken(args.runtime)
+        known = ", ".join(dict.fromkeys((*catalog.UPSTREAM_RUNTIMES, *triggers.runtimes())))
+        raise UsageError(str(broken) if broken else (
+            f"--runtime: {args.runtime!r} has no upstream triggers here (one of {known}); a plugin "
+            "registers its runtime's under the xharness.upstream entry-point group"))
     subject = subject_of(args.scenario, args.runtime)
     reproducers = upstream.reproducers(subject.name, args.runtime)
     if not reproducers:
         raise UsageError(f"{subject.name!r} has no {args.runtime} reproducer to report")
+    if plugin and args.release:
+        raise UsageError(f"--release installs a release of {', '.join(catalog.UPSTREAM_RUNTIMES)}; "
+                         f"runtime {args.runtime} is the one this interpreter imports (drop --release)")
     spec = release_spec.parse_argument(args.runtime, args.release) if args.release else None
     if spec is not None:
         interpreters.apply_argument(getattr(args, "python", None))
     try:
-        table = load_table()
+        table = plugin_table() if plugin else load_table()
     except ExpectedTableError as exc:
         raise UsageError(str(exc)) from None
     try:
-        python = catalog.python_for(args.runtime, spec, progress=catalog.say)
+        # a plugin's runtime is the one installed beside the harness: its trigger runs here
+        python = sys.executable if plugin else catalog.python_for(args.runtime, spec, progress=catalog.say)
     except envs.ReleaseInstallError as exc:
         print(f"xharness: error: {exc}", file=sys.stderr)
         return catalog.EXIT_INSTALL
@@ -268,6 +276,23 @@ def report_command(args: Any) -> int:
     out.write_text(text, encoding="utf-8")
     print(f"xharness: wrote {out} ({run.outcome} on {args.runtime} {release}: {run.verdict.verdict})")
     return EXIT_OK
+
+
+def plugin_table() -> Any:
+    """The expected-outcomes table that judges a plugin's runtime: the project's (``[tool.xharness]
+    expected``, as ``repro`` judges its scenarios), or an empty one, whose every outcome is
+    ``unexpected`` until a row says what to expect."""
+    from harness import project
+    from harness.scenarios.expected import ExpectedTable, ExpectedTableError
+    from harness.scenarios.expected import load as load_table
+
+    try:
+        own = project.load()
+    except project.ProjectError as exc:
+        raise ExpectedTableError(str(exc)) from None
+    if own.expected is None:
+        return ExpectedTable(Path("(no expected table: [tool.xharness] expected)"), ())
+    return load_table(own.expected)
 
 
 @dataclass(frozen=True)

@@ -45,14 +45,29 @@ class CrashSignature:
 
 @dataclass(frozen=True)
 class Reproducer:
+    """An upstream trigger: the bug's program in the runtime's own API, as its maintainers would
+    run it, so that ``xharness report upstream`` can make it a standalone script to file.
+
+    ``body`` runs in a fresh process with ``env`` set; it returns where the runtime behaves and
+    raises (or dies) where it carries the bug, and what it raised is judged by ``signatures`` (a
+    death by ``crashes``). It imports its runtime inside itself, and reaches only functions,
+    classes and constants of its own module, so that the script is the module's code alone.
+    A runtime's triggers are registered as a tuple under ``xharness.upstream``, named by the
+    runtime (docs/how-to/write-a-plugin.md)."""
+
+    #: the registered scenario (or the harness' known finding) it reproduces
     scenario: str
+    #: its name among the scenario's triggers: the report's section and ``--variant`` name it
     variant: str
     body: Callable[[], None]
     source: str  # where the code follows upstream (issue, test)
-    env: dict[str, str] = field(default_factory=dict)  # PyTorch/XLA flags, set before import
+    #: flags the runtime reads when it is imported (PyTorch/XLA's, ``JAX_NUM_CPU_DEVICES``)
+    env: dict[str, str] = field(default_factory=dict)
     signatures: tuple[Signature, ...] = ()
     crashes: tuple[CrashSignature, ...] = ()
-    runtime: str = RUNTIME  # the distribution whose version the outcome is judged by
+    #: the runtime whose version the outcome is judged by: a distribution of the harness' real
+    #: runtimes, or a plugin's runtime (its adapter's ``version()``)
+    runtime: str = RUNTIME
     #: a race: its outcome depends on timing, so one run is a sample, not an outcome
     race: bool = False
 

@@ -753,16 +753,23 @@ REPRODUCERS: tuple[Reproducer, ...] = (
 
 
 
-def _catalog() -> tuple[Reproducer, ...]:
-    """PyTorch/XLA's reproducers and JAX's (``upstream_jax``: same machinery, other runtime)."""
-    from harness.scenarios import upstream_jax
-
-    return REPRODUCERS + upstream_jax.REPRODUCERS
+#: PyTorch/XLA's triggers as the ``xharness.upstream`` group registers them (``torch_xla``): the
+#: catalog's and the known findings' own (``upstream_findings``)
+TRIGGERS: tuple[Reproducer, ...] = REPRODUCERS + FINDING_REPRODUCERS
 
 
 def _every() -> tuple[Reproducer, ...]:
-    """The catalog's reproducers and the known findings' own (``upstream_findings``)."""
-    return _catalog() + FINDING_REPRODUCERS
+    """Every registered runtime's triggers (``harness.scenarios.triggers``): PyTorch/XLA's,
+    JAX's (``upstream_jax``: same machinery, other runtime) and the plugins'."""
+    from harness.scenarios import triggers
+
+    return triggers.every()
+
+
+def _catalog() -> tuple[Reproducer, ...]:
+    """The triggers of catalog scenarios: every one but the known findings' own."""
+    findings = set(finding_names())
+    return tuple(r for r in _every() if r.scenario not in findings)
 
 
 def scenarios(runtime: str = RUNTIME) -> list[str]:
@@ -939,7 +946,9 @@ def _release_from(stderr: str) -> str:
 
 
 # ------------------------------------------------------------------------------ the child side
-def _versions() -> dict[str, str]:
+def _versions(runtime: str) -> dict[str, str]:
+    """The versions a report names: Python, the distributions of the harness' real runtimes, and
+    a plugin's ``runtime`` as its adapter says (its version is no distribution's name)."""
     import importlib.metadata
     import platform
 
@@ -949,7 +958,22 @@ def _versions() -> dict[str, str]:
             out[dist] = importlib.metadata.version(dist)
         except importlib.metadata.PackageNotFoundError:
             pass
+    if runtime not in out:
+        found = _adapter_version(runtime)
+        if found:
+            out[runtime] = found
     return out
+
+
+def _adapter_version(runtime: str) -> str:
+    """``Adapter.version()`` of a plugin's runtime, what its expected rows are matched on; ""
+    where the runtime cannot be loaded here (the trigger is then skipped as not installed)."""
+    from harness import adapters
+
+    try:
+        return str(adapters.get(runtime).version())
+    except Exception:  # noqa: BLE001 - a runtime that cannot say its version is not installed here
+        return ""
 
 
 def _backend(rep: Reproducer) -> str:
@@ -981,7 +1005,7 @@ def child_main(argv: list[str] | None = None) -> int:
     if args.timeout and args.timeout > 4:
         faulthandler.dump_traceback_later(args.timeout - min(10.0, args.timeout / 4), exit=False)
     rep = find(args.scenario, args.variant)
-    versions = _versions()
+    versions = _versions(rep.runtime)
     release = versions.get(rep.runtime, "")
     # on stderr first, so that a process that dies still says which release it ran
     print(f"{_RELEASE_LINE}{rep.runtime} {release or '(not installed)'}", file=sys.stderr, flush=True)
