@@ -4,7 +4,9 @@ Cases (``BENCHES``; ``xharness bench`` alone runs ``step``):
 
 - ``step``: steady-state training-step time of the reference runtime vs. plain JAX (below);
 - ``race``: schedule control against the stress baseline on ``race-on-handles`` and ``wait-gap``
-  (``harness.bench_race``).
+  (``harness.bench_race``);
+- ``matrix``: the project's matrix run cold and warm, against an earlier revision
+  (``harness.bench_matrix``).
 
 The rest of this docstring is the ``step`` case.
 
@@ -240,11 +242,20 @@ def run_properties(args: argparse.Namespace) -> int:
     return 0
 
 
+def run_matrix(args: argparse.Namespace) -> int:
+    """The project's matrix, cold and warm, against a revision (``harness.bench_matrix``)."""
+    from harness import bench_matrix
+
+    return bench_matrix.run(args)
+
+
 #: every case of ``xharness bench``, by name: a new case is one entry here
 BENCHES: dict[str, Bench] = {
     "properties": Bench("properties", "examples per second per invariant (CI profile, 8 CPU devices)", run_properties),
     "step": Bench("step", "runtime step time vs. jax.jit (4 CPU devices, or --backend's)", run_step),
     "race": Bench("race", "PCT/DFS/random/hypothesis vs. stress on race-on-handles and wait-gap", run_race),
+    "matrix": Bench("matrix", "the project's matrix run cold then warm (fresh caches, no history), the "
+                    "working tree against --against REV: wall, cell-seconds, idle core-seconds, tests/s", run_matrix),
 }
 
 

@@ -13,6 +13,7 @@ from typing import Any
 from harness import bench as cases
 from harness.backends import Backend
 from harness.bench import BENCH_BACKENDS, BENCHES, CASES
+from harness.bench_matrix import STATES
 from harness.errors import UsageError
 from harness.exits import EXIT_NO_BACKEND
 
@@ -41,6 +42,15 @@ def add_parsers(subparsers: Any) -> None:
         f"found (exit {EXIT_NO_BACKEND} when there is none)",
     )
     parser.add_argument("--seeds", type=int, default=20, help="race: seeds per strategy (default 20)")
+    parser.add_argument("--against", metavar="REV", default=None,
+                        help="matrix: a git revision whose matrix runs too, alternating with the working tree's")
+    parser.add_argument("--rounds", type=int, default=1, help="matrix: rounds, each a run per tree and state (default 1)")
+    parser.add_argument("--state", choices=sorted(STATES), default="both",
+                        help="matrix: cold runs only, or each followed by a warm run (default both)")
+    parser.add_argument("--cells", default=None, help="matrix: comma-separated cells (default: every cell)")
+    parser.add_argument("--keep", metavar="DIR", default=None,
+                        help="matrix: keep each run's reports and caches under DIR (default: a temporary "
+                        "directory, removed after)")
     parser.add_argument("--json", action="store_true", help="print one JSON document")
     parser.set_defaults(handler=bench_command)
 
