@@ -53,10 +53,23 @@ def test_another_op_is_named_with_its_operands() -> None:
     assert "is mul of nodes [0, 1], was add of nodes [0, 1]" in reason, reason
 
 
-def test_an_equal_layout_on_another_mesh_is_named_with_both_meshes() -> None:
-    """The cause of a loop compiling twice: a value replicated on the user's mesh where it was
-    replicated on the default layout before (equal values, another program)."""
+def test_replication_over_the_users_mesh_is_the_default_layouts_program() -> None:
+    """A value replicated on the user's mesh and one on the default layout, over the devices in
+    the same order, are one layout: the program compiles once (``harness.runtime.layouts``)."""
     mesh = xr.Mesh(np.arange(N), (N,), ("fsdp",))
+    keep = []
+    _run(lambda: keep.append(xr.tensor(np.arange(6, dtype=np.float32)) * 2.0))
+    before = xr.compile_count()
+    keep.append(xr.mark_sharding(xr.tensor(np.arange(6, dtype=np.float32)), mesh, (None,)) * 2.0)
+    xr.mark_step(wait=True)
+    assert xr.compile_count() == before
+
+
+@pytest.mark.skipif(N < 2, reason="one device has one device order")
+def test_replication_over_another_device_order_is_named_with_both_meshes() -> None:
+    """What does compile again: a value replicated over the devices in another order than the
+    default layout's (another device assignment to XLA), named with both meshes."""
+    mesh = xr.Mesh(np.arange(N)[::-1], (N,), ("fsdp",))
     keep = []
 
     def step(on_mesh: bool) -> None:
