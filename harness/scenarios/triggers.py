@@ -21,11 +21,13 @@ from harness.scenarios.reproducer import Reproducer
 
 def check_triggers(entry: entrypoints.EntryPoint, obj: Any) -> str | None:
     """Why ``obj`` is not the upstream triggers of runtime ``entry.name``, or None."""
-    items = obj if isinstance(obj, tuple | list) else (obj,)
+    if not isinstance(obj, tuple | list | Reproducer):
+        return f"{entry.value} is a {type(obj).__name__}, not a tuple of harness.api.Reproducer"
+    items = _as_tuple(obj)
     wrong = next((item for item in items if not isinstance(item, Reproducer)), None)
     if wrong is not None or not items:
-        what = "an empty tuple" if not items else f"a {type(wrong).__name__}"
-        return f"{entry.value} holds {what}, not a tuple of harness.api.Reproducer"
+        what = "nothing" if not items else f"a {type(wrong).__name__}"
+        return f"{entry.value} holds {what}, not only harness.api.Reproducer items"
     if entry.name not in adapters.names():
         return (f"runtime {entry.name!r} is not registered (known: {', '.join(adapters.names())}); "
                 "register its adapter under xharness.runtimes")
