@@ -19,6 +19,7 @@ from harness.commands import (
     bisect,
     catalog,
     config,
+    durations,
     eager,
     init,
     matrix,
@@ -36,6 +37,7 @@ __all__ = ["COMMANDS", "EXIT_FAILED", "EXIT_OK", "EXIT_USAGE", "UsageError", "bu
 COMMANDS: tuple[ModuleType, ...] = (
     catalog,  # list, repro
     matrix,  # run, cells
+    durations,  # durations
     report,  # report merge, report html, report summary, report upstream
     bench,  # bench
     releases,  # releases

@@ -39,7 +39,7 @@ from harness.exits import (
     EXIT_OK,
     EXIT_UNAVAILABLE,
 )
-from harness.matrix import schedule, test_files
+from harness.matrix import durations, schedule, test_files
 from harness.matrix.config import (
     RELEASED_RUNTIMES,
     RUNTIMES,
@@ -93,6 +93,10 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-a
     run.add_argument("--compile-cache", default=None, metavar="DIR|off",
                      help="JAX's persistent compilation cache, shared by the cells and kept across "
                      "runs (default: $XHARNESS_COMPILE_CACHE, else ~/.cache/xharness/jax)")
+    run.add_argument("--durations", default=None, metavar="FILE|off",
+                     help="the committed seconds per cell and test file that plan a run with no earlier "
+                     f"run in --out (default: {durations.FILE_NAME} next to the matrix file; off: plan "
+                     "from the cells' shapes); written by xharness durations")
     choose.add_arguments(run)
     run.add_argument("pytest_args", nargs=argparse.REMAINDER, help="-- then arguments for pytest")
     run.set_defaults(handler=run_command)
@@ -214,6 +218,7 @@ def run_command(args: argparse.Namespace) -> int:
     _check_loadable(cells)
     _check_importable(cells)
     out: Path = args.out
+    known = _estimates(args.durations, matrix, cells, out, bool(given))
     progress = Progress(len(cells))
     executor = _executor(executor_name, own, args.deadline, out, progress)
     if executor is None:
@@ -232,8 +237,6 @@ def run_command(args: argparse.Namespace) -> int:
     )
     junit_dir = out / "junit"
     junit_dir.mkdir(parents=True, exist_ok=True)
-    previous = schedule.previous_walls(out / "matrix.json")
-    path_times = {c.name: schedule.previous_path_times(c, junit_dir / f"{c.name}.xml") for c in cells}
     for stale in junit_dir.glob("*.xml"):  # this run's directory describes this run only
         stale.unlink()
 
@@ -241,9 +244,45 @@ def run_command(args: argparse.Namespace) -> int:
     # groups (they run in their own sessions and would otherwise outlive us) and results are kept
     with sigterm_interrupts():
         try:
-            return _run_cells(cells, settings, out, junit_dir, jobs, previous, path_times, executor, progress)
+            return _run_cells(cells, settings, out, junit_dir, jobs, known.lengths, known.times, executor, progress,
+                              _plan_note(known, out))
         finally:
             executor.close()
+
+
+def _estimates(option: str | None, matrix: Matrix, cells: list[Cell], out: Path,
+               foreign: bool) -> schedule.Estimates:
+    """What the plan knows of the cells: the last run in ``out``, and the committed durations
+    (``--durations``, else the matrix's own file) for the cells it lacks. A suite named after
+    ``--`` is not the one the matrix's durations timed, so they are not read for it."""
+    previous = schedule.previous_walls(out / "matrix.json")
+    by_file = {c.name: dataclasses.replace(c, paths=test_files.cell_files(c, matrix.root)) for c in cells}
+    path_times = {n: schedule.previous_path_times(c, out / "junit" / f"{n}.xml") for n, c in by_file.items()}
+    off = option is not None and option.lower() in compile_cache.OFF
+    path = Path(option) if option is not None and not off else durations.durations_path(matrix)
+    if option is not None and not off and not path.is_file():
+        raise _usage_error(f"--durations: {path}: no such file")
+    try:
+        committed = durations.Durations() if off or foreign else durations.load(path)
+    except durations.DurationsError as exc:
+        if option is not None:
+            raise _usage_error(f"--durations: {exc}") from None
+        print(f"xharness: warning: {exc}; the run is planned without it", file=sys.stderr)
+        committed = durations.Durations()
+    known = schedule.estimate(cells, previous, path_times, committed, matrix.root)
+    return dataclasses.replace(known, note=str(path)) if committed else known
+
+
+def _plan_note(known: schedule.Estimates, out: Path) -> str:
+    """Where the run's start order and splits come from, said once at its start."""
+    sources = set(known.sources.values())
+    if schedule.DURATIONS in sources and schedule.LAST_RUN in sources:
+        return f"start order and splits from the last run in {out}/, and {known.note} for the cells it lacks"
+    if schedule.DURATIONS in sources:
+        return f"start order and splits from {known.note} (no earlier run in {out}/)"
+    if schedule.LAST_RUN in sources:
+        return f"start order and splits from the last run in {out}/"
+    return "start order and splits from the cells' shapes (no earlier run, no durations file)"
 
 
 def _check_numbers(args: argparse.Namespace, own: project.Project) -> str:
@@ -478,7 +517,8 @@ def _started_text(unit: _Unit) -> str:
 def _run_cells(cells: list[Cell], settings: RunSettings, out: Path, junit_dir: Path, jobs: int = 1,
                previous: dict[str, float] | None = None,
                path_times: dict[str, dict[str, float]] | None = None,
-               executor: choose.Executor | None = None, progress: Progress | None = None) -> int:
+               executor: choose.Executor | None = None, progress: Progress | None = None,
+               plan_note: str = "") -> int:
     """Every cell, up to ``jobs`` process slots at once (``_CellsInFlight``). Results are written
     and summarized in matrix order whatever order the cells finish in."""
     progress = progress or Progress(len(cells))
@@ -488,6 +528,8 @@ def _run_cells(cells: list[Cell], settings: RunSettings, out: Path, junit_dir: P
         progress.note(cache.note, cell="run")
     if jobs > 1:
         progress.note(f"up to {jobs} cell process(es) at once (-j {jobs})", cell="run")
+        if plan_note:
+            progress.note(plan_note, cell="run")
     started = time.monotonic()
     if executor.name != LOCAL:
         progress.note(f"cells run as jobs of the SLURM cluster; their files in {settings.out_dir / 'jobs'}",

@@ -1,9 +1,11 @@
 """How a run spends its process slots: which cells start first, which long ones are split over
 two processes, and how a split cell's parts become one result again.
 
-Pure decisions over cells, the last run's lengths and the slots ``-j`` gives, kept apart from the
-command that launches the processes (``harness.commands.matrix``), so that each rule can be read
-and tested on its own.
+Pure decisions over cells, what is known of their lengths and the slots ``-j`` gives, kept apart
+from the command that launches the processes (``harness.commands.matrix``), so that each rule can
+be read and tested on its own. What is known (:func:`estimate`): the last run written to the
+output directory, else the committed durations (``harness.matrix.durations``), else nothing, and
+then a guess from the cells' shapes.
 """
 
 from __future__ import annotations
@@ -15,7 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from harness.backends import Backend
+from harness.matrix import test_files
 from harness.matrix.config import Cell
+from harness.matrix.durations import Durations
 from harness.matrix.supervisor import NO_TESTS_ID, CellResult, RunSettings, split_pytest_args
 from harness.report.records import TestRecord
 
@@ -49,7 +53,8 @@ def one_process_length(cell: dict[str, Any]) -> float:
 
 
 def previous_path_times(cell: Cell, junit: Path) -> dict[str, float]:
-    """Seconds per test path of ``cell`` in the last run (its JUnit file), for splitting it."""
+    """Seconds per test path of ``cell`` in the last run (its JUnit file), for splitting it; a
+    cell whose paths are its test files (:func:`test_files.cell_files`) gets seconds per file."""
     if not junit.exists():
         return {}
     try:
@@ -61,9 +66,52 @@ def previous_path_times(cell: Cell, junit: Path) -> dict[str, float]:
     times = dict.fromkeys(cell.paths, 0.0)
     for record in records:
         owner = owning_path(cell.paths, record.file or record.nodeid.partition("::")[0])
+        if owner is None:
+            owner = owning_path(cell.paths, record.nodeid.partition("::")[0])
         if owner is not None:
             times[owner] += record.duration
     return times
+
+
+@dataclasses.dataclass(frozen=True)
+class Estimates:
+    """What the plan knows of each cell before it runs: its length in one process, the seconds
+    of its test files (or paths), and where each cell's figures came from (for the run's note)."""
+
+    lengths: dict[str, float]
+    times: dict[str, dict[str, float]]
+    sources: dict[str, str]
+    note: str = ""  # the durations file read, if any
+
+
+LAST_RUN, DURATIONS = "last run", "durations"
+
+
+def estimate(cells: list[Cell], previous: dict[str, float], previous_times: dict[str, dict[str, float]],
+             durations: Durations, root: Path) -> Estimates:
+    """Each cell's figures: the last run's when it had the cell (the same machine, the same cache
+    state: nothing knows better), else the committed durations', over the test files the cell
+    runs now (a file they do not know counts their mean). Those are another run's seconds, so
+    where both know some cells, the durations are brought to the last run's scale (the ratio of
+    their sums over those cells) before a cell of one is compared with a cell of the other.
+    With no durations, a cell the last run lacks is left out (:func:`start_order` starts it first:
+    nothing says it is short; :func:`long_cells` does not split it)."""
+    both = [c.name for c in cells if c.name in previous and c.name in durations.cells]
+    known = sum(durations.cells[n].length for n in both)
+    scale = sum(previous[n] for n in both) / known if both and known > 0 else 1.0
+    lengths: dict[str, float] = {}
+    times: dict[str, dict[str, float]] = {}
+    sources: dict[str, str] = {}
+    for cell in cells:
+        if cell.name in previous:
+            lengths[cell.name], sources[cell.name] = previous[cell.name], LAST_RUN
+            times[cell.name] = previous_times.get(cell.name, {})
+        elif durations:
+            files = test_files.cell_files(cell, root)
+            lengths[cell.name] = scale * durations.length(cell.name, files)
+            times[cell.name] = {f: scale * s for f, s in durations.file_seconds(cell.name, files).items()}
+            sources[cell.name] = DURATIONS
+    return Estimates(lengths, times, sources)
 
 
 def owning_path(paths: tuple[str, ...], file: str) -> str | None:
@@ -74,17 +122,22 @@ def owning_path(paths: tuple[str, ...], file: str) -> str | None:
 
 
 def shards(cell: Cell, settings: RunSettings, jobs: int, times: dict[str, float]) -> list[Cell]:
-    """A long single-process cell split by its test paths over two processes of the same cell
-    environment, when cells run at once. The processes are the cell as much as one is: same
-    variables, same options; the supervisor already restarts a cell's pytest mid-run after a
-    crash, so no test may depend on another file having run before it in the same process.
-    Balanced by the last run's seconds per path (largest first onto the lighter part), else by
-    alternating the paths. One part (the cell itself) when there is nothing to split."""
+    """A long single-process cell split over two processes of the same cell environment, when
+    cells run at once. The processes are the cell as much as one is: same variables, same options;
+    the supervisor already restarts a cell's pytest mid-run after a crash, so no test may depend on
+    another file having run before it in the same process. Split by its test files when ``times``
+    knows their seconds (the last run's, or the committed durations'), else by its test paths;
+    balanced by ``times`` (largest first onto the lighter part), else by alternating the paths.
+    One part (the cell itself) when there is nothing to split."""
     if jobs < 2 or cell.multiprocess or cell.release or len(cell.paths) < 2 or exclusive(cell):
         return [cell]
     if split_pytest_args(settings.pytest_args, settings.matrix.root)[0]:  # paths given after --
         return [cell]
-    return [dataclasses.replace(cell, paths=part) for part in balance(cell.paths, times)]
+    units = cell.paths
+    files = test_files.cell_files(cell, settings.matrix.root)
+    if len(files) >= 2 and any(times.get(f) for f in files):
+        units = files
+    return [dataclasses.replace(cell, paths=part) for part in balance(units, times)]
 
 
 def balance(paths: tuple[str, ...], times: dict[str, float], count: int = 2) -> list[tuple[str, ...]]:

@@ -9,6 +9,8 @@ import fnmatch
 import os
 from pathlib import Path
 
+from harness.matrix.config import Cell
+
 
 def foreign_paths(given: list[str], root: Path) -> tuple[str, ...]:
     """The test paths of a suite named after ``--``. One directory becomes the test files below it
@@ -20,6 +22,15 @@ def foreign_paths(given: list[str], root: Path) -> tuple[str, ...]:
         return tuple(given)
     found = files_below(given[0], root)
     return found if len(found) >= 2 else tuple(given)
+
+
+def cell_files(cell: Cell, root: Path) -> tuple[str, ...]:
+    """The test files a cell runs, less those its ``--ignore=`` arguments leave out: the units a
+    long cell is split by when their seconds are known (a cell's few directories are too coarse to
+    balance two processes). A path that is a file or a node id stays as it is."""
+    ignored = tuple(a.split("=", 1)[1].rstrip("/") for a in cell.pytest_args if a.startswith("--ignore="))
+    found = (f for path in cell.paths for f in files_below(path, root))
+    return tuple(f for f in found if not any(f == i or f.startswith(i + "/") for i in ignored))
 
 
 def files_below(path: str, root: Path) -> tuple[str, ...]:
