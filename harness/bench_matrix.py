@@ -23,16 +23,18 @@ import argparse
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from harness.errors import UsageError
 from harness.exits import EXIT_FAILED, EXIT_OK
+from harness.matrix.interrupt import sigterm_interrupts
 from harness.report.run_figures import RunFiguresError, read_figures
 
 COLD, WARM = "cold", "warm"
@@ -111,7 +113,7 @@ def _one(tree: Tree, state: str, round_no: int, where: Path, args: argparse.Name
     print(f"xharness bench matrix: round {round_no}, {state} run of the {tree.label} ...", file=sys.stderr, flush=True)
     started = time.monotonic()
     with (where / f"{state}.log").open("w") as log:
-        code = subprocess.run(command, cwd=tree.root, env=env, stdout=log, stderr=subprocess.STDOUT).returncode
+        code = _supervised(command, tree.root, env, log)
     wall = time.monotonic() - started
     if state == COLD and out.is_dir():  # the warm run writes over it: its figures and durations stay
         shutil.copytree(out, where / "cold-out", dirs_exist_ok=True, ignore=shutil.ignore_patterns("logs"))
@@ -121,6 +123,20 @@ def _one(tree: Tree, state: str, round_no: int, where: Path, args: argparse.Name
         print(f"xharness bench matrix: {exc}; the run's log: {where / f'{state}.log'}", file=sys.stderr)
         figures = {}
     return Run(tree.label, state, round_no, code, round(wall, 3), figures)
+
+
+def _supervised(command: list[str], cwd: Path, env: dict[str, str], log: IO[str]) -> int:
+    """The run's exit status. Interrupted (Ctrl-C, or SIGTERM, taken as Ctrl-C), the bench passes
+    SIGTERM on and waits: the run then stops its cells' process groups, which live in sessions of
+    their own and would outlive a run killed outright."""
+    with sigterm_interrupts():
+        child = subprocess.Popen(command, cwd=cwd, env=env, stdout=log, stderr=subprocess.STDOUT)
+        try:
+            return child.wait()
+        except KeyboardInterrupt:
+            child.send_signal(signal.SIGTERM)
+            child.wait()
+            raise
 
 
 def _toplevel() -> Path:
