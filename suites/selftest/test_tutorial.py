@@ -81,7 +81,7 @@ def test_the_page_writes_every_file_of_the_repository() -> None:
     text = PAGE.read_text(encoding="utf-8")
     blocks = titled_blocks(text)
     assert set(blocks) == {"myrt/__init__.py", "myrt/runtime.py", "myrt/adapter.py", "myrt/scenarios.py",
-                           "myrt/invariants.py", "pyproject.toml", "expected.toml"}
+                           "myrt/invariants.py", "myrt/upstream.py", "pyproject.toml", "expected.toml"}
     # each in a block of its own language, titled as Material titles a block
     for path in blocks:
         language = "python" if path.endswith(".py") else "toml"

@@ -18,6 +18,9 @@ from harness.exits import EXIT_OK, EXIT_USAGE
 
 pytestmark = [pytest.mark.cell_independent, pytest.mark.own_process]
 
+ROOT = Path(__file__).resolve().parents[3]
+TUTORIAL = ROOT / "docs" / "tutorials" / "your-runtime.md"
+
 RUNTIME = '''
 from harness import api
 
@@ -89,7 +92,7 @@ def _site(tmp_path: Path, upstream: str) -> Path:
     }, {"plug_shard.rt": RUNTIME, "plug_shard.scen": SCENARIO})
 
 
-def _report(site: Path, cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+def _report(site: Path | str, cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(site)}
     env.pop("HARNESS_FAULTS", None)
     return subprocess.run([sys.executable, "-m", "harness.cli", "report", "upstream", *args],
@@ -171,3 +174,27 @@ def test_the_harness_own_triggers_register_through_the_same_group() -> None:
     own = [e for e in entrypoints.entry_points(entrypoints.UPSTREAM) if e.builtin]
     assert {e.name for e in own} == {"jax", "torch_xla"}
     assert all(triggers.check_triggers(e, e.load()) is None for e in own)
+
+
+def test_the_tutorials_trigger_registered_as_the_page_says_writes_its_report(tmp_path: Path) -> None:
+    """docs/tutorials/your-runtime.md: its files, and the group its last section adds."""
+    import importlib.util
+    import re
+    import tomllib
+
+    spec = importlib.util.spec_from_file_location("_tutorial_files", ROOT / "ci" / "tutorial_files.py")
+    assert spec is not None and spec.loader is not None
+    tutorial_files = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tutorial_files)
+    page = TUTORIAL.read_text(encoding="utf-8")
+    repo = tmp_path / "myrt-repo"
+    tutorial_files.write(page, repo)
+    groups = tomllib.loads((repo / "pyproject.toml").read_text())["project"]["entry-points"]
+    section = page.split("## 12. ", 1)[1]
+    added = tomllib.loads(re.search(r"^```toml\n(.*?)^```$", section, re.MULTILINE | re.DOTALL).group(1))
+    site = fake_dist(tmp_path / "site", "myrt", "0.1.0", {**groups, **added["project"]["entry-points"]})
+    (repo / "xharness.toml").write_text('expected = "expected.toml"\n')
+    done = _report(f"{site}{os.pathsep}{repo}", repo, "myrt-dropped-remainder", "--runtime", "myrt")
+    assert done.returncode == EXIT_OK, done.stderr
+    expected = re.search(r"^\$ xharness report upstream .*\n(.*)$", section, re.MULTILINE).group(1)
+    assert done.stdout.strip() == expected
