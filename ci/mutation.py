@@ -351,8 +351,16 @@ def command_run(args: argparse.Namespace) -> int:
     # holding nothing, and the tests would then import the harness unmutated
     (chosen.workdir / "mutants").mkdir(exist_ok=True)
     env = dict(os.environ, PYTHONPATH=str(chosen.workdir / "mutants"))
-    cmd = [*mutmut_command(), "run", "--max-children", str(args.max_children), *names]
-    done = subprocess.run(cmd, cwd=chosen.workdir, env=env)
+    cmd = [*mutmut_command(), "run", "--max-children", str(args.max_children)]
+    done = subprocess.run([*cmd, *names], cwd=chosen.workdir, env=env)
+    if done.returncode == 0 and not names:
+        # mutmut keeps a survivor's verdict (and a "no tests" one's) until its function changes;
+        # the tests may have changed since, so every survivor is judged again by name
+        scores, _ = score(chosen)
+        again = [name for tally in scores for name in tally.survivors]
+        if again:
+            print(f"ci/mutation.py: judging {len(again)} survivors of earlier runs again")
+            done = subprocess.run([*cmd, *again], cwd=chosen.workdir, env=env)
     if done.returncode != 0:
         print(f"ci/mutation.py: mutmut run failed (exit {done.returncode})", file=sys.stderr)
         return EXIT_MUTMUT

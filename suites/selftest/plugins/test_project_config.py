@@ -91,7 +91,7 @@ def test_each_malformed_key_is_named_with_its_file_and_line(tmp_path: Path, text
 
 def test_invalid_toml_and_bad_cell_fields(tmp_path: Path) -> None:
     broken = _write(tmp_path / "a" / "xharness.toml", "reports = \"r\"\nbad line\n")
-    with pytest.raises(project.ProjectError, match=r"xharness.toml:\d+: not valid TOML"):
+    with pytest.raises(project.ProjectError, match=r"xharness.toml:\d+:\d+: not valid TOML"):
         project.read(broken)
     cell = _write(tmp_path / "b" / "xharness.toml", '[[cells]]\nname = "a"\ndevicez = 2\n')
     with pytest.raises(MatrixError, match=r"xharness.toml.*devicez: unknown key"):
