@@ -11,8 +11,8 @@ one-line reason.
 mutmut runs in a scratch copy of the tree (``.mutation/<profile>/``, kept between runs: it is
 mutmut's cache, so an unchanged function is not run again), which keeps the working tree clean and
 lets a profile (``ci/mutation.toml``) mutate other rooms against other tests. Tests that start the
-harness in a child process get the mutated code too (``PYTHONPATH``), and mutmut's environment
-variable names the mutant there as well.
+harness in a child process run it unmutated: mutmut maps mutants to the tests that reach them
+in its own process.
 
 Usage:
   ci/mutation.py run [--profile P] [--since REF] [--max-children N] [--check] [MUTANT...]
@@ -347,10 +347,10 @@ def command_run(args: argparse.Namespace) -> int:
         if not names:
             print(f"ci/mutation.py: no function of the rooms changed since {args.since}")
             return EXIT_OK
-    # made before mutmut starts: a PYTHONPATH entry missing when Python starts is remembered as
-    # holding nothing, and the tests would then import the harness unmutated
-    (chosen.workdir / "mutants").mkdir(exist_ok=True)
-    env = dict(os.environ, PYTHONPATH=str(chosen.workdir / "mutants"))
+    # mutmut puts its copy first on the tests' path itself; a child process a test starts imports
+    # the harness unmutated (mutmut could not tell which mutants it reaches, nor read its own
+    # configuration from the child's directory)
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "MUTANT_UNDER_TEST")}
     cmd = [*mutmut_command(), "run", "--max-children", str(args.max_children)]
     done = subprocess.run([*cmd, *names], cwd=chosen.workdir, env=env)
     if done.returncode == 0 and not names:
