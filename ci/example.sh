@@ -9,6 +9,8 @@
 #   xharness run                                       its suite over its two cells, JUnit checked
 #                                                      (numpyrt: its device count is the cell's)
 #   xharness teeth --runtime RUNTIME                   its invariant and scenario catch its switch
+#   xharness report upstream (tinyjax)                its registered trigger's report, whose
+#                                                      script runs to the end on tinyjax 0.1.0
 #   xharness init in an empty directory, then run      a fresh repository is green at once; the
 #                                                      workflow reads the cells from the project
 # init is given the install line CI would use (--install): a checkout of xharness without a
@@ -118,6 +120,17 @@ PY
 
 # a runtime over JAX: it sees the cell's devices through jax.devices()
 example_checks tinyjax xharness-tinyjax 0.1.0 tinyjax-dropped-axis layout-lost tinyjax-spec-round-trip
+# tinyjax registers its runtime's upstream trigger (xharness.upstream): report upstream writes the
+# report to file against tinyjax as installed, and the report's script runs there to the end
+cd "$work/tinyjax"
+capture xharness report upstream tinyjax-dropped-axis --runtime tinyjax
+report=reports/upstream/tinyjax-dropped-axis-tinyjax-0.1.0.md
+check "tinyjax: report upstream wrote $report, judged by the expected row" \
+  "'wrote $report (passed on tinyjax 0.1.0: as-expected)' in out"
+"$env/python" -c "import sys; sys.stdout.write(open('$report').read().split('\`\`\`python\n')[1].split('\`\`\`')[0])" > "$work/repro.py"
+capture env JAX_PLATFORMS=cpu JAX_NUM_CPU_DEVICES=4 "$env/python" "$work/repro.py"
+check "tinyjax: the report's script runs to the end on tinyjax 0.1.0" "'no bug here' in out"
+cd "$project"
 # a runtime over numpy alone: it learns the cell's devices from api.cell_shape(), and its suite's
 # test_device_count_is_the_cells passes only where that count is the one pyproject.toml promises
 example_checks numpyrt xharness-numpyrt 0.1.0 numpyrt-transposed-placement misplaced-shard \
