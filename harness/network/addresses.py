@@ -10,6 +10,7 @@ sweep finds what an interrupted run left behind without touching anything else.
 from __future__ import annotations
 
 import ipaddress
+import re
 from dataclasses import dataclass
 
 BLOCK = ipaddress.ip_network("198.18.0.0/15")
@@ -23,6 +24,8 @@ LOOPBACK, NAMESPACES = "loopback", "namespaces"
 NETWORKS = (LOOPBACK, NAMESPACES)
 #: the prefix of every namespace, interface and /etc/netns directory the harness makes
 NAME_PREFIX = "xh"
+#: a hostname its owner may give a host: one DNS label
+HOSTNAME = re.compile(r"[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?")
 
 
 @dataclass(frozen=True)
@@ -31,6 +34,7 @@ class HostPlan:
 
     fabric: int
     index: int  # 0-based: host 0 is the first rank (and the coordinator)
+    name: str = ""  # the hostname its owner gave it (a cluster's node name); "": the namespace's
 
     @property
     def namespace(self) -> str:
@@ -38,8 +42,9 @@ class HostPlan:
 
     @property
     def hostname(self) -> str:
-        """The host's name is its namespace's: one name to look for in a log or ``ip netns``."""
-        return self.namespace
+        """The host's name is its namespace's, one name to look for in a log or ``ip netns``,
+        unless its owner named it: a cluster's nodes keep the names its configuration knows."""
+        return self.name or self.namespace
 
     @property
     def address(self) -> str:
@@ -60,11 +65,15 @@ class FabricPlan:
 
     number: int
     hosts: int
+    names: tuple[str, ...] = ()  # the hosts' hostnames, in order; none: their namespaces'
 
     def __post_init__(self) -> None:
         subnet(self.number)  # a number outside the block raises
         if not 1 <= self.hosts <= MAX_HOSTS:
             raise ValueError(f"a fabric has 1 to {MAX_HOSTS} hosts, not {self.hosts}")
+        if self.names and (len(self.names) != self.hosts or len(set(self.names)) != self.hosts
+                           or not all(HOSTNAME.fullmatch(n) for n in self.names)):
+            raise ValueError(f"{self.hosts} hosts need {self.hosts} distinct hostnames, not {self.names}")
 
     @property
     def hub(self) -> str:
@@ -81,7 +90,8 @@ class FabricPlan:
 
     @property
     def members(self) -> tuple[HostPlan, ...]:
-        return tuple(HostPlan(self.number, i) for i in range(self.hosts))
+        names = self.names or ("",) * self.hosts
+        return tuple(HostPlan(self.number, i, names[i]) for i in range(self.hosts))
 
     def hosts_file(self) -> str:
         """The ``/etc/hosts`` every host of the fabric sees (``ip netns exec`` mounts it): each

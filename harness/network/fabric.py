@@ -67,8 +67,9 @@ class Fabric:
     """``hosts`` hosts on a bridge, made on ``__enter__`` and removed, with every process in them,
     on ``__exit__``. ``exec_argv`` wraps a command to run as one of the hosts."""
 
-    def __init__(self, hosts: int) -> None:
+    def __init__(self, hosts: int, names: Sequence[str] = ()) -> None:
         self.hosts = hosts
+        self.names = tuple(names)  # the hosts' hostnames, when its owner names them
         self.plan: FabricPlan | None = None
         self._lock: int | None = None
 
@@ -78,8 +79,8 @@ class Fabric:
         if why:
             raise FabricError(f"cannot make a network of hosts: {why}")
         number, self._lock = _take_number()
-        self.plan = FabricPlan(number, self.hosts)
         try:
+            self.plan = FabricPlan(number, self.hosts, self.names)
             remove(self.plan.number)  # what a killed owner of this number left
             _build(self.plan)
         except BaseException:
@@ -109,9 +110,7 @@ class Fabric:
     def exec_argv(self, index: int, argv: Sequence[str]) -> list[str]:
         """``argv`` run as host ``index``: in its network namespace, with its ``/etc/hosts``, and
         in a UTS namespace of its own whose hostname is the host's."""
-        host = self.host(index)
-        return ["ip", "netns", "exec", host.namespace, "unshare", "--uts", "--",
-                "sh", "-c", 'hostname "$0" && exec "$@"', host.hostname, *argv]
+        return host_argv(self.host(index), argv)
 
     def run_in(self, index: int, *argv: str, check: bool = True) -> subprocess.CompletedProcess[str]:
         """A command of the host's network stack (``nft``, ``tc``), run in its namespace."""
@@ -120,6 +119,13 @@ class Fabric:
         if check and done.returncode != 0:
             raise FabricError(f"{' '.join(argv)} in {ns}: {done.stderr.strip() or done.returncode}")
         return done
+
+
+def host_argv(host: HostPlan, argv: Sequence[str]) -> list[str]:
+    """``argv`` run as ``host`` (see :meth:`Fabric.exec_argv`), for an owner that holds the
+    fabric in another process (``harness.network.held``)."""
+    return ["ip", "netns", "exec", host.namespace, "unshare", "--uts", "--",
+            "sh", "-c", 'hostname "$0" && exec "$@"', host.hostname, *argv]
 
 
 def _lock(number: int) -> int | None:
