@@ -2,10 +2,12 @@
 
 These are the invariants' own ready hypothesis tests, run under the plugin's profile (the
 derandomized ``xharness`` profile in CI; ``--hypothesis-profile xharness-explore`` searches wider).
-They run in every CPU cell; the pure ones also per rank in the multi-process cells. Those whose
-examples set the runtime options themselves (functionalization and param aliasing are drawn) are
-marked ``options_independent``: cpu-8-nofunc, which differs from cpu-8 only in an option, would
-repeat their examples exactly, and leaves them to cpu-8.
+Each cell runs its kind's share of an invariant's examples from a seed of its own
+(``harness.properties.budgets``), so the cells add up instead of repeating. They run in every CPU
+cell; the pure ones also per rank in the multi-process cells. Those whose examples set the runtime
+options themselves (functionalization and param aliasing are drawn) are marked
+``options_independent``: cpu-8-nofunc, which differs from cpu-8 only in an option, would run them
+as cpu-8 does, and leaves them to cpu-8.
 """
 
 from __future__ import annotations
@@ -71,7 +73,8 @@ test_step_boundary = STEP_BOUNDARY.hypothesis_test()
 
 #: invariants whose ready test lives in a module of its own, beside the direct tests it rests on
 ELSEWHERE = {"failure-safety": "test_failures.py", "timed-out-reads": "test_timeouts.py", "semantics-oracle": "test_oracle.py",
-             "training-oracle": "test_oracle.py"}
+             "training-oracle": "test_oracle.py", "spelling-compiles": "test_spellings.py",
+             "step-bookkeeping": "test_step_race.py", "view-chain-specs": "test_view_chains.py"}
 
 
 def test_every_registered_invariant_runs_here() -> None:
