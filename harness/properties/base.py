@@ -20,9 +20,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import HealthCheck, Phase, given, seed, settings
 from hypothesis import strategies as st
 
+from harness.properties import budgets
 from harness.scenarios.known_findings import KnownFinding, known_findings
 
 #: settings of a search: deterministic (the same counterexample on every machine), no deadline
@@ -111,7 +112,8 @@ class Invariant:
     size: Callable[[dict[str, Any]], int] = lambda example: 0
     #: the largest shrunk counterexample the teeth tests accept (0: no bound)
     max_size: int = 0
-    #: examples per run under the CI profile (scaled with a wider profile: ``scaled_examples``)
+    #: examples per run under the CI profile (scaled with a wider profile: ``scaled_examples``): the
+    #: full budget, which a matrix cell shares out by its kind (``harness.properties.budgets``)
     max_examples: int = 100
     #: examples a search for a counterexample may try (teeth); a focused program search needs more
     #: than a CI run, since a bug's sequence is a small corner of the programs it can draw
@@ -160,8 +162,9 @@ class Invariant:
 
     def scaled_examples(self) -> int:
         """``max_examples`` under the loaded profile: the invariant's own count is for the CI
-        profile (hypothesis' default of 100 examples), a wider profile scales it up alike."""
-        return max(1, math.ceil(self.max_examples * settings.default.max_examples / 100))
+        profile (hypothesis' default of 100 examples), a wider profile scales it up alike, and a
+        matrix cell runs its kind's share of it (``budgets.SHARES``)."""
+        return budgets.examples(max(1, math.ceil(self.max_examples * settings.default.max_examples / 100)))
 
     def hypothesis_test(self, **overrides: Any) -> Callable[[], None]:
         """A ready test function for pytest (or to call directly), under the loaded hypothesis
@@ -184,7 +187,11 @@ class Invariant:
                 # cost minutes (step-boundary on torch_xla 2.9.0: 146 s against 14 s); an
                 # unexplained one is re-raised as drawn, and ``search()`` shrinks it
                 options["phases"] = tuple(p for p in Phase if p is not Phase.shrink)
-            run = settings(**{**options, **overrides})(given(invariant.examples())(invariant.run_example))
+            chosen = settings(**{**options, **overrides})
+            run = chosen(given(invariant.examples())(invariant.run_example))
+            cell_seed = budgets.seed(invariant.id)
+            if chosen.derandomize and cell_seed is not None:  # each cell draws examples of its own
+                run = seed(cell_seed)(run)
             if not findings:
                 run()
                 return
