@@ -96,6 +96,7 @@ def test_every_declared_difference_cites_a_source_and_is_applied_once() -> None:
 DRAWS = 400
 
 
+@ONE_CELL  # generation only: semantics.programs() draws nothing from the devices or the options
 def test_the_generator_reaches_every_composition_the_bugs_it_hunts_are_made_of() -> None:
     reached: collections.Counter[str] = collections.Counter()
 
