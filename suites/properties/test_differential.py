@@ -68,6 +68,7 @@ FEATURES = (
 DRAWS = 300
 
 
+@pytest.mark.options_independent  # generation only: what it draws depends on the devices, not the options
 def test_the_generator_reaches_every_feature_in_a_bounded_number_of_draws() -> None:
     seen: set[str] = set()
 
