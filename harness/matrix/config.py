@@ -147,7 +147,8 @@ class Cell:
     derived_from: str | None = None  # the template this cell was made from (``gpu-all``)
     launcher: str = LOCAL  # who starts the ranks: the supervisor, srun or mpirun
     cluster: ClusterOptions = field(default_factory=ClusterOptions)  # a launcher cell's site options
-    network: str = LOOPBACK  # or NAMESPACES: each rank a host of its own (``harness.network``)
+    network: str = LOOPBACK  # or NAMESPACES: each rank a host of its own (``harness.network``);
+    # under a launcher, each node of the cluster is (``ci/cluster.sh start --network namespaces``)
 
     @property
     def stem(self) -> str:
@@ -605,11 +606,10 @@ class _Parser:
                 table, "slices", f"under a launcher a slice is a node: {cell.slices} slices need "
                 f"{cell.slices} nodes (cluster.nodes, or one node per process)",
             )
-        if cell.network == NAMESPACES and (cell.processes < 2 or cell.launcher != LOCAL):
+        if cell.network == NAMESPACES and cell.processes < 2:
             raise self.fail(
                 table, "network", "namespaces make each rank a host of its own: they need 2 or more "
-                f"processes started by the supervisor (launcher = \"local\"), not {cell.processes} "
-                f"process(es) under {cell.launcher}",
+                f"processes, not {cell.processes} (under a launcher, the cluster's nodes are the hosts)",
             )
         if cell.processes > 1 and cell.processes % cell.slices:
             raise self.fail(

@@ -12,6 +12,7 @@ launcher can run here. It starts nothing itself (``harness.matrix.cluster_launch
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import re
 import shutil
@@ -19,6 +20,8 @@ import subprocess
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+
+from harness.network.addresses import BLOCK
 
 __all__ = [
     "LAUNCHERS",
@@ -30,6 +33,7 @@ __all__ = [
     "RankIdentity",
     "identity",
     "launcher_command",
+    "no_hosts_of_their_own",
     "unavailable",
 ]
 
@@ -171,6 +175,40 @@ def unavailable(launcher: str, environ: Mapping[str, str] | None = None) -> str:
 def forget_answers() -> None:
     """Ask the launchers afresh at the next probe (a cluster was started or stopped)."""
     _ASKED.clear()
+
+
+#: why Open MPI's ranks cannot be hosts of their own here, said where such a cell skips
+MPI_NOT_ON_HOSTS = (
+    "mpirun starts its ranks on this machine itself (no ssh, no SLURM allocation), so they share "
+    "its network; and started through SLURM (plm/slurm) from the cluster's login host xh-ctld, "
+    "JAX's OmpiCluster would take the coordinator's address from OMPI_MCA_orte_hnp_uri, which is "
+    "mpirun's host, where rank 0 does not run"
+)
+
+
+def no_hosts_of_their_own(launcher: str, environ: Mapping[str, str] | None = None) -> str:
+    """Why ``launcher``'s ranks are not hosts of their own here ("" when they are): a launcher
+    cell with ``network = "namespaces"`` runs only on a cluster whose every node has an address of
+    198.18.0.0/15 (``ci/cluster.sh start --network namespaces``), and is skipped elsewhere."""
+    if launcher == MPI:
+        return MPI_NOT_ON_HOSTS
+    env = dict(os.environ if environ is None else environ)
+    proc = _answer(["sinfo", "-h", "-N", "-o", "%N %o"], env)
+    if isinstance(proc, str) or proc.returncode != 0:
+        return unavailable(launcher, env) or "sinfo does not list the cluster's nodes"
+    nodes = sorted({tuple(line.split()[:2]) for line in proc.stdout.splitlines() if len(line.split()) >= 2})
+    shared = [f"{name} on {addr}" for name, addr in nodes if not _on_fabric(addr)]
+    if not nodes or shared:
+        return (f"the cluster's nodes share this machine's network ({', '.join(shared) or 'no node'}): "
+                "start the cluster with bash ci/cluster.sh start --network namespaces")
+    return ""
+
+
+def _on_fabric(address: str) -> bool:
+    try:
+        return ipaddress.ip_address(address) in BLOCK
+    except ValueError:
+        return False
 
 
 def _why_not(launcher: str, env: dict[str, str]) -> str:

@@ -15,7 +15,7 @@ from harness import hardware
 from harness.backends import Backend
 from harness.hardware import GPU_VISIBLE, TPU_VISIBLE
 from harness.matrix.config import MIN_TEMPLATE_DEVICES, Cell
-from harness.matrix.launchers import LOCAL, unavailable
+from harness.matrix.launchers import LOCAL, no_hosts_of_their_own, unavailable
 from harness.network import fabric
 from harness.network.addresses import NAMESPACES
 
@@ -100,7 +100,8 @@ def probe(cell: Cell) -> Availability:
         return Availability(False, "jaxlib is not installed")
     if cell.launcher != LOCAL and (why := unavailable(cell.launcher)):
         return Availability(False, why)
-    if cell.network == NAMESPACES and (why := fabric.unavailable()):
+    if cell.network == NAMESPACES and (why := fabric.unavailable() if cell.launcher == LOCAL
+                                       else no_hosts_of_their_own(cell.launcher)):
         return Availability(False, f"no hosts of their own here: {why}")
     if cell.backend == Backend.CPU:
         cores = os.cpu_count() or 1
@@ -110,7 +111,8 @@ def probe(cell: Cell) -> Availability:
         if cell.launcher != LOCAL:
             note += f", started by {cell.launcher}"
         if cell.network == NAMESPACES:
-            note += ", each rank a host of its own (network namespaces)"
+            note += ", each rank a host of its own (network namespaces)" if cell.launcher == LOCAL else \
+                ", each node a host of its own (network namespaces)"
         return Availability(True, note)
     accelerator = _ACCELERATORS.get(cell.backend)
     if accelerator is not None:

@@ -59,16 +59,25 @@ def test_topology_is_the_cells() -> None:
 
 def test_each_rank_is_the_host_the_cell_says() -> None:
     """A namespace cell's rank is a host of its own (its hostname resolves to its own address in
-    198.18.0.0/15, and the coordinator is rank 0's); any other cell's ranks share this machine."""
+    198.18.0.0/15, and the coordinator is rank 0's); any other cell's ranks share this machine.
+    Under srun the host is the rank's node of the namespaced cluster, named as SLURM names it, and
+    the coordinator JAX detected is the first node's, the fabric's first host."""
     import ipaddress
     import socket
+
+    from jax._src import distributed
 
     benchmarking = ipaddress.ip_network("198.18.0.0/15")
     coordinator = os.environ.get("HARNESS_COORDINATOR", "")
     if os.environ.get("HARNESS_NETWORK") == "namespaces":
         mine = ipaddress.ip_address(socket.gethostbyname(socket.gethostname()))
         assert mine in benchmarking
-        assert re.fullmatch(rf"xh\d+-h{jax.process_index()}", socket.gethostname())
+        if "SLURM_JOB_ID" in os.environ:
+            assert socket.gethostname() == os.environ["SLURMD_NODENAME"]
+            coordinator = str(distributed.global_state.coordinator_address)
+            coordinator = f"{socket.gethostbyname(coordinator.rpartition(':')[0])}:"
+        else:
+            assert re.fullmatch(rf"xh\d+-h{jax.process_index()}", socket.gethostname())
         fabric = ipaddress.ip_network(f"{mine}/24", strict=False)
         assert coordinator.rpartition(":")[0] == str(fabric[1])  # rank 0, the first host
     elif coordinator:
