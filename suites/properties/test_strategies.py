@@ -18,8 +18,11 @@ from harness.properties.strategies import factorizations
 pytestmark = pytest.mark.options_independent  # strategies and meshes: no runtime option is read
 
 NDEV = len(jax.devices())
+#: draws that touch no device, mesh or runtime: the cell cannot change them (cpu-8 runs them)
+ONE_CELL = pytest.mark.cell_independent
 
 
+@ONE_CELL
 def test_factorizations_are_every_ordered_split() -> None:
     assert set(factorizations(8)) == {(8,), (1, 8), (2, 4), (4, 2), (8, 1), (1, 1, 8), (1, 2, 4), (1, 4, 2),
                                       (1, 8, 1), (2, 1, 4), (2, 2, 2), (2, 4, 1), (4, 1, 2), (4, 2, 1), (8, 1, 1)}
@@ -96,6 +99,7 @@ def test_sharded_shapes_divide_or_deliberately_do_not(data: st.DataObject) -> No
         assert any(d % p for d, p in zip(uneven, parts, strict=True))
 
 
+@ONE_CELL
 @settings(max_examples=40)
 @given(st.data())
 def test_dtypes_and_host_arrays_cover_every_bit_pattern_kind(data: st.DataObject) -> None:
@@ -126,6 +130,7 @@ def test_bad_arguments_are_refused_at_construction() -> None:
         pst.sharded_shapes(mesh, (None,), divisible=False)
 
 
+@ONE_CELL
 def test_host_arrays_keep_nan_payloads_and_negative_zero() -> None:
     seen = set()
 
@@ -141,6 +146,7 @@ def test_host_arrays_keep_nan_payloads_and_negative_zero() -> None:
 FEATURES = ("alias", "inplace", "derive", "sync", "save", "mark_step")
 
 
+@ONE_CELL
 def test_swarm_draws_subsets_never_empty_the_full_set_and_each_feature_both_ways() -> None:
     from harness.properties.swarm import swarm
 
@@ -160,6 +166,7 @@ def test_swarm_draws_subsets_never_empty_the_full_set_and_each_feature_both_ways
         assert 0.3 * len(drawn) < on < 0.9 * len(drawn), (feature, on, len(drawn))
 
 
+@ONE_CELL
 def test_swarm_shrinks_towards_the_full_set() -> None:
     """The enabled set is no part of a counterexample's meaning: shrinking opens it up."""
     from hypothesis import find
@@ -170,6 +177,7 @@ def test_swarm_shrinks_towards_the_full_set() -> None:
     assert find(swarm(FEATURES), lambda s: "sync" not in s) == frozenset(FEATURES) - {"sync"}
 
 
+@ONE_CELL
 def test_swarm_refuses_an_empty_or_repeated_vocabulary() -> None:
     from harness.properties.swarm import swarm
 
@@ -200,6 +208,7 @@ def test_alias_chains_reach_length_four_and_read_back_as_numpy_views() -> None:
     assert {0, 1, 2, 3, 4} <= lengths
 
 
+@ONE_CELL
 def test_layout_chains_hold_only_views_that_keep_every_dimension() -> None:
     seen = set()
 
