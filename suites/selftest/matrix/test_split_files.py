@@ -101,6 +101,11 @@ def test_a_file_is_itself_and_a_foreign_suite_is_split_only_when_it_is_one_direc
     assert test_files.foreign_paths(["tests", "other"], tmp_path) == ("tests", "other")
     assert test_files.foreign_paths(["tests/test_a.py::test_it"], tmp_path) == ("tests/test_a.py::test_it",)
     assert test_files.foreign_paths(["tests/test_a.py"], tmp_path) == ("tests/test_a.py",)
+    # a directory of two test files is two units already
+    (tmp_path / "two").mkdir()
+    for name in ("test_one.py", "test_two.py"):
+        (tmp_path / "two" / name).write_text("def test_it():\n    pass\n")
+    assert test_files.foreign_paths(["two"], tmp_path) == ("two/test_one.py", "two/test_two.py")
     # a directory of one test file gains nothing from a split
     (tmp_path / "one").mkdir()
     (tmp_path / "one" / "test_only.py").write_text("def test_it():\n    pass\n")
