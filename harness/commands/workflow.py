@@ -97,6 +97,10 @@ def workflow(python: str, install: install_source.InstallLine | None = None, run
              "archive": "the archive xharness was installed from where `xharness init` ran"}[install.source]
     teeth = _teeth_job(python, runtime) if runtime and runtime != "reference" else ""
     needs = "[cells, teeth]" if teeth else "[cells]"
+    return _header(install, where) + _plan_job(python) + _cells_job(python) + teeth + _report_job(python, needs)
+
+
+def _header(install: install_source.InstallLine, where: str) -> str:
     return f"""# xharness across the cells of [tool.xharness]: the cells read from the project, one job per
 # cell, then one report. Written by `xharness init` (`xharness init --workflow-only` writes it
 # again); every action is pinned to a commit, no job keeps the checkout's credentials, and every
@@ -114,7 +118,12 @@ env:
   XHARNESS: "{install.requirement}"
 
 jobs:
-  {PLAN_JOB}:
+"""
+
+
+def _plan_job(python: str) -> str:
+    """The first job: the project's cells, read when the workflow runs."""
+    return f"""  {PLAN_JOB}:
     permissions:
       contents: read
     runs-on: ubuntu-latest
@@ -129,7 +138,12 @@ jobs:
           cells="$(xharness cells --names)"
           echo "cells=$cells" >> "$GITHUB_OUTPUT"
 
-  cells:
+"""
+
+
+def _cells_job(python: str) -> str:
+    """One job per cell, with JAX's compilation cache of that cell kept between runs."""
+    return f"""  cells:
     permissions:
       contents: read
     needs: {PLAN_JOB}
@@ -162,7 +176,12 @@ jobs:
           name: junit-${{{{ matrix.cell }}}}
           path: reports/junit/*.xml
           if-no-files-found: warn
-{teeth}
+"""
+
+
+def _report_job(python: str, needs: str) -> str:
+    """The last job: every cell's JUnit merged, the dashboard and the step summary."""
+    return f"""
   report:
     permissions:
       contents: read
