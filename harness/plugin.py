@@ -365,8 +365,6 @@ def falsified_properties(exc: BaseException) -> list[tuple[str, str]]:
 
     chosen = settings.default
     seed = "derandomized" if chosen.derandomize else "random (see the blob)"
-    if chosen.derandomize and settings.raw("HARNESS_CELL"):  # an invariant's seed is its cell's
-        seed += f", the invariants from cell {settings.raw('HARNESS_CELL')}'s seeds (harness.properties.budgets)"
     return [
         (prop.HYPOTHESIS_EXAMPLE, "\n\n".join(examples)),
         (prop.HYPOTHESIS_BLOB, "; ".join(blobs)),
