@@ -199,6 +199,7 @@ class ClusterLaunch(Launch):
             pass
         if self.launcher == SLURM:
             self.scheduler_cause()  # before the cancel below rewrites the job's state
+        if self.launcher == SLURM or self.command[:1] == ["salloc"]:  # mpirun in a job of its own
             self._cancel_job()
         self._kill_local_ranks()
         super().reap()

@@ -118,7 +118,7 @@ def identity(launcher: str, environ: Mapping[str, str], hostname: str) -> RankId
 
 
 def launcher_command(launcher: str, processes: int, options: ClusterOptions, job_name: str,
-                     rank_argv: Sequence[str]) -> list[str]:
+                     rank_argv: Sequence[str], *, on_nodes: bool = False) -> list[str]:
     """The command that starts ``processes`` ranks of ``rank_argv`` under ``launcher``.
 
     ``srun`` makes one job step: inside the allocation the harness runs in (``SLURM_JOB_ID`` is
@@ -126,7 +126,8 @@ def launcher_command(launcher: str, processes: int, options: ClusterOptions, job
     be found and cancelled. A rank that ends badly ends the step (``--kill-on-bad-exit``), as the
     supervisor stops a local cell when one rank dies. ``mpirun`` runs as root only when asked
     (this harness runs as root in CI), may place more ranks than cores on one machine, and ends
-    every rank when one exits non-zero, which is its default."""
+    every rank when one exits non-zero, which is its default. ``on_nodes``: ``mpirun`` places the
+    ranks on the nodes of a SLURM allocation instead of this machine (:func:`_mpirun_on_nodes`)."""
     if launcher == SLURM:
         nodes = options.nodes or processes
         cmd = ["srun", f"--ntasks={processes}", f"--nodes={nodes}", "--kill-on-bad-exit=1",
@@ -144,10 +145,38 @@ def launcher_command(launcher: str, processes: int, options: ClusterOptions, job
         cmd = ["mpirun", "-n", str(processes), "--oversubscribe", "--tag-output"]
         if os.geteuid() == 0:
             cmd.append("--allow-run-as-root")
-        if options.tasks_per_node:
-            cmd += ["--map-by", f"ppr:{options.tasks_per_node}:node"]
-        return [*cmd, *options.extra, *rank_argv]
+        if options.tasks_per_node or on_nodes:
+            cmd += ["--map-by", f"ppr:{options.tasks_per_node or 1}:node"]
+        cmd = [*cmd, *options.extra, *rank_argv]
+        return _mpirun_on_nodes(processes, options, job_name, cmd) if on_nodes else cmd
     raise ValueError(f"launcher {launcher!r} starts no command (the supervisor starts local ranks)")
+
+
+#: run inside a job step on one node: mpirun reads the nodes it may use from SLURM's variables
+#: (its ras/slurm), which inside a step name only the step's node, so it gets the allocation's back
+_ALLOCATION_AGAIN = (
+    'export SLURM_NODELIST="$SLURM_JOB_NODELIST" SLURM_NNODES="$SLURM_JOB_NUM_NODES" '
+    'SLURM_TASKS_PER_NODE="$0"; unset SLURM_STEP_ID SLURM_STEPID SLURM_STEP_NODELIST '
+    'SLURM_STEP_NUM_NODES SLURM_STEP_NUM_TASKS SLURM_STEP_TASKS_PER_NODE; exec "$@"'
+)
+
+
+def _mpirun_on_nodes(processes: int, options: ClusterOptions, job_name: str, mpirun: list[str]) -> list[str]:
+    """``mpirun`` on the first node of an allocation of its own, starting its daemons on the
+    other nodes through SLURM (plm/slurm: ``srun`` again, no ssh). JAX's ``OmpiCluster`` takes the
+    coordinator's address from ``OMPI_MCA_orte_hnp_uri``, the address of mpirun's own host, so
+    mpirun must run where rank 0 runs, never on the host that submits (on the namespaced
+    cluster, xh-ctld, where no rank runs)."""
+    nodes = options.nodes or processes
+    per_node = options.tasks_per_node or max(1, processes // nodes)
+    alloc = ["salloc", f"--nodes={nodes}", f"--ntasks={processes}", f"--ntasks-per-node={per_node}",
+             f"--job-name={job_name}"]
+    for flag, value in (("--partition", options.partition), ("--account", options.account),
+                        ("--time", options.time_limit)):
+        if value:
+            alloc.append(f"{flag}={value}")
+    step = ["srun", "--nodes=1", "--ntasks=1", "--relative=0", "--overlap", "--export=ALL", "--unbuffered"]
+    return [*alloc, *step, "sh", "-c", _ALLOCATION_AGAIN, f"{per_node}(x{nodes})", *mpirun]
 
 
 #: the answers of this process: (launcher, SLURM_CONF, PATH) -> (when asked, why not); every cell
@@ -177,22 +206,14 @@ def forget_answers() -> None:
     _ASKED.clear()
 
 
-#: why Open MPI's ranks cannot be hosts of their own here, said where such a cell skips
-MPI_NOT_ON_HOSTS = (
-    "mpirun starts its ranks on this machine itself (no ssh, no SLURM allocation), so they share "
-    "its network; and started through SLURM (plm/slurm) from the cluster's login host xh-ctld, "
-    "JAX's OmpiCluster would take the coordinator's address from OMPI_MCA_orte_hnp_uri, which is "
-    "mpirun's host, where rank 0 does not run"
-)
-
-
 def no_hosts_of_their_own(launcher: str, environ: Mapping[str, str] | None = None) -> str:
     """Why ``launcher``'s ranks are not hosts of their own here ("" when they are): a launcher
     cell with ``network = "namespaces"`` runs only on a cluster whose every node has an address of
-    198.18.0.0/15 (``ci/cluster.sh start --network namespaces``), and is skipped elsewhere."""
-    if launcher == MPI:
-        return MPI_NOT_ON_HOSTS
+    198.18.0.0/15 (``ci/cluster.sh start --network namespaces``), and is skipped elsewhere; its
+    ``mpirun`` then runs in an allocation of that cluster (``salloc``)."""
     env = dict(os.environ if environ is None else environ)
+    if launcher == MPI and (why := unavailable(SLURM, env)):
+        return f"mpirun places the ranks on the nodes of a SLURM allocation, and {why}"
     proc = _answer(["sinfo", "-h", "-N", "-o", "%N %o"], env)
     if isinstance(proc, str) or proc.returncode != 0:
         return unavailable(launcher, env) or "sinfo does not list the cluster's nodes"

@@ -289,7 +289,7 @@ class CellRun:
                  for rank in range(self.cell.processes)]
         job_name = f"xharness-{self.cell.name}-{os.getpid()}-{tag}"
         command = launcher_command(self.cell.launcher, self.cell.processes, self.cell.cluster, job_name,
-                                   rank_argv)
+                                   rank_argv, on_nodes=self.cell.network == NAMESPACES)
         result = ClusterLaunch(
             specs, self.cell.launcher, command, job_name, self.logs / f"{tag}.launcher.log",
             cwd=self.settings.matrix.root, test_timeout=self.timeout, grace=self.grace,

@@ -11,7 +11,13 @@ import pytest
 
 from harness.matrix import launchers
 from harness.matrix.config import load_matrix
-from harness.matrix.launchers import MPI, SLURM, no_hosts_of_their_own
+from harness.matrix.launchers import (
+    MPI,
+    SLURM,
+    ClusterOptions,
+    launcher_command,
+    no_hosts_of_their_own,
+)
 from harness.network import held
 from harness.network.addresses import FabricPlan
 from harness.network.fabric import FabricError, host_argv
@@ -65,5 +71,20 @@ def test_a_cluster_on_loopback_is_no_cluster_of_hosts_and_mpi_never_is(tmp_path:
     assert "xh-node1 on 127.0.77.1" in why and "ci/cluster.sh start --network namespaces" in why
     hosts = _fake_sinfo(tmp_path, "xh-node1 198.18.0.1\\nxh-node2 198.18.0.2\\nxh-node1 198.18.0.1\\n")
     assert no_hosts_of_their_own(SLURM, hosts) == ""
-    assert "OMPI_MCA_orte_hnp_uri" in no_hosts_of_their_own(MPI, hosts)
+    # mpirun runs in an allocation: a cluster with no node up has none to give
+    assert no_hosts_of_their_own(MPI, hosts).startswith("mpirun places the ranks on the nodes of a SLURM allocation")
     launchers.forget_answers()
+
+
+def test_mpirun_on_hosts_runs_on_the_first_node_of_an_allocation_of_its_own() -> None:
+    """JAX's Open MPI detection connects to mpirun's own host: mpirun runs in a step on the
+    allocation's first node, with the allocation's nodes given back to it."""
+    cmd = launcher_command(MPI, 2, ClusterOptions(partition="p"), "xharness-c-1-launch1", ["python", "-m", "x"],
+                           on_nodes=True)
+    assert cmd[:5] == ["salloc", "--nodes=2", "--ntasks=2", "--ntasks-per-node=1", "--job-name=xharness-c-1-launch1"]
+    assert "--partition=p" in cmd and "--relative=0" in cmd and "--overlap" in cmd
+    script = cmd.index("-c") + 1
+    assert 'SLURM_NODELIST="$SLURM_JOB_NODELIST"' in cmd[script] and cmd[script + 1] == "1(x2)"
+    mpirun = cmd[script + 2:]
+    assert mpirun[:3] == ["mpirun", "-n", "2"] and "ppr:1:node" in mpirun and mpirun[-3:] == ["python", "-m", "x"]
+    assert launcher_command(MPI, 2, ClusterOptions(), "j", ["python"])[0] == "mpirun"  # locally as before
