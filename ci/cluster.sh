@@ -6,7 +6,7 @@
 #   ci/cluster.sh start [--network loopback|namespaces]
 #                          install the OS packages if missing, write the configuration, start the
 #                          daemons and wait until sinfo shows every node idle (a running cluster is
-#                          left as it is)
+#                          left as it is; one of the other --network is refused)
 #   ci/cluster.sh stop     stop every daemon it started, cancel every job, leave no process behind
 #   ci/cluster.sh status   the daemons and sinfo; exit 0 only when every node answers
 #   ci/cluster.sh env      the line that points a shell at this cluster (eval "$(ci/cluster.sh env)")
@@ -34,7 +34,7 @@ CPUS=${XHARNESS_CLUSTER_CPUS:-4}        # per node; the nodes share this machine
 CTLD_PORT=${XHARNESS_CLUSTER_PORT:-16817}
 CONF=$DIR/slurm.conf
 HOSTS_TAG="# xharness-cluster $DIR"
-NETWORK=${XHARNESS_CLUSTER_NETWORK:-loopback}
+NETWORK=${XHARNESS_CLUSTER_NETWORK:-}  # "": as the running cluster, else loopback
 PYTHON=${XHARNESS_PYTHON:-$ROOT/.venv/bin/python}
 PLAN=$DIR/fabric.json      # the held fabric's plan (namespaces mode)
 CTLD_NAME=xh-ctld          # the controller's (and the clients') host in namespaces mode
@@ -191,9 +191,13 @@ start_munge() {
 start() {
   install_packages
   local running; running=$(cat "$DIR/network" 2>/dev/null || echo loopback)
-  if [ "$running" != "$NETWORK" ] && pid_alive "$DIR/slurmctld.pid"; then
-    say "running with --network $running, not $NETWORK: stop it first (bash ci/cluster.sh stop)"; exit 2
+  if pid_alive "$DIR/slurmctld.pid"; then  # a start that names no mode leaves a running one as it is
+    if [ -n "$NETWORK" ] && [ "$running" != "$NETWORK" ]; then
+      say "running with --network $running, not $NETWORK: stop it first (bash ci/cluster.sh stop)"; exit 2
+    fi
+    NETWORK=$running
   fi
+  NETWORK=${NETWORK:-loopback}
   if status >/dev/null 2>&1; then say "already running ($CONF)"; return 0; fi
   mkdir -p "$DIR/log"
   echo "$NETWORK" > "$DIR/network"
@@ -255,11 +259,11 @@ stop() {
 command=${1:-}; shift || true
 if [ "$command" = start ] && [ "${1:-}" = --network ]; then NETWORK=${2:-}; shift 2 || true; fi
 case "$NETWORK" in
-  loopback|namespaces) ;;
+  ""|loopback|namespaces) ;;
   *) echo "$0: --network is loopback or namespaces, not '$NETWORK'" >&2; exit 2 ;;
 esac
 # stop, status and env act on the cluster as it was started
-[ "$command" = start ] || NETWORK=$(cat "$DIR/network" 2>/dev/null || echo "$NETWORK")
+[ "$command" = start ] || NETWORK=$(cat "$DIR/network" 2>/dev/null || echo "${NETWORK:-loopback}")
 
 case "$command" in
   start) start ;;
