@@ -7,10 +7,10 @@ and every way a command fails named with its own words.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
+from fake_slurm import FakeSlurm, on_path
 
 from harness.executors import slurm_client
 from harness.executors.slurm_client import (
@@ -28,43 +28,10 @@ from harness.executors.slurm_client import (
 
 pytestmark = pytest.mark.cell_independent
 
-TOOLS = ("sbatch", "squeue", "scontrol", "sacct", "scancel", "sinfo")
-
-
-class FakeSlurm:
-    """SLURM's client commands as scripts: each prints ``<tool>.out``, exits ``<tool>.rc`` and
-    appends its arguments to ``<tool>.args``."""
-
-    def __init__(self, root: Path, tools: tuple[str, ...] = TOOLS) -> None:
-        self.root = root
-        root.mkdir(exist_ok=True)
-        for tool in tools:
-            script = root / tool
-            script.write_text(
-                "#!/bin/sh\n"
-                f'echo "$*" >> "{root}/{tool}.args"\n'
-                f'[ -f "{root}/{tool}.err" ] && cat "{root}/{tool}.err" >&2\n'
-                f'[ -f "{root}/{tool}.out" ] && cat "{root}/{tool}.out"\n'
-                f'exit $(cat "{root}/{tool}.rc" 2>/dev/null || echo 0)\n'
-            )
-            script.chmod(0o755)
-
-    def says(self, tool: str, out: str = "", rc: int = 0, err: str = "") -> None:
-        (self.root / f"{tool}.out").write_text(out)
-        (self.root / f"{tool}.rc").write_text(str(rc))
-        (self.root / f"{tool}.err").write_text(err)
-
-    def asked(self, tool: str) -> list[str]:
-        path = self.root / f"{tool}.args"
-        return path.read_text().splitlines() if path.exists() else []
-
 
 @pytest.fixture
 def slurm(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> FakeSlurm:
-    fake = FakeSlurm(tmp_path / "bin")
-    monkeypatch.setenv("PATH", f"{fake.root}{os.pathsep}/usr/bin{os.pathsep}/bin")
-    return fake
-
+    return on_path(tmp_path, monkeypatch)
 
 def test_a_submission_gives_the_job_id_with_or_without_its_cluster(slurm: FakeSlurm, tmp_path: Path) -> None:
     slurm.says("sbatch", "42\n")
