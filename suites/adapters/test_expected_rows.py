@@ -168,3 +168,39 @@ def test_the_table_judges_a_machine_skip_only_when_told() -> None:
     assert (release.verdict, release.reason) == (ex.UNEXPECTED, "expected passed (expected.toml line 4), got skipped")
     machine = table.judge("jax", "0.4.0", "host-aliasing", ex.SKIPPED, machine_skip=True)
     assert (machine.verdict, machine.reason) == (ex.VERDICT_SKIPPED, "this machine cannot run it")
+
+
+def test_a_table_without_rows_loads_empty_and_keeps_its_path(tmp_path: Path) -> None:
+    empty = _load(tmp_path, "# nothing measured yet\n")
+    assert (empty.path, empty.rows) == (tmp_path / "expected.toml", ())
+    assert empty.judge("torch_xla", "2.5.1", "unhashable-spec", ex.SKIPPED).verdict == ex.VERDICT_SKIPPED
+    overlapping = _load(tmp_path, _row("<2.6") + _row(">=2.5", "passed"))
+    with pytest.raises(ex.ExpectedTableError) as caught:
+        overlapping.lookup("torch_xla", "2.5.1", "unhashable-spec")
+    assert str(caught.value) == (f"{tmp_path / 'expected.toml'}: rows at lines 1 and 7 both cover torch_xla 2.5.1 "
+                                 "for 'unhashable-spec' on cpu; narrow their release ranges")
+
+
+def test_every_verdict_carries_the_row_outcome_and_the_run_outcome() -> None:
+    row = ex.Expectation("torch_xla", SpecifierSet("<2.6"), "lost-sharding", ex.PASSED, line=9)
+    machine = ex.judge(ex.PASSED, ex.SKIPPED, machine_skip=True, row=row)
+    assert (machine.verdict, machine.expected, machine.actual) == (ex.VERDICT_SKIPPED, ex.PASSED, ex.SKIPPED)
+    unrowed = ex.judge(None, ex.REPRODUCED)
+    assert (unrowed.expected, unrowed.actual) == (None, ex.REPRODUCED)
+    gpu = ex.judge(None, ex.FAILED, backend="gpu")
+    assert (gpu.verdict, gpu.expected, gpu.actual) == (ex.UNEXPECTED, None, ex.FAILED)
+
+
+def test_runs_that_disagree_list_the_commonest_outcome_first() -> None:
+    rated = ex.Expectation("torch_xla", SpecifierSet("<2.6"), "race-on-handles", ex.REPRODUCED, line=9,
+                           at_least=(1, 4))
+    met = ex.judge(ex.REPRODUCED, ex.FLAKY, row=rated, counts={ex.PASSED: 1, ex.REPRODUCED: 3})
+    assert (met.verdict, met.expected, met.actual) == (ex.AS_EXPECTED, ex.REPRODUCED, ex.REPRODUCED)
+    assert met.reason == "reproduced in 3 of 4 runs, as expected: at least 1 of 4 (expected.toml line 9)"
+    # the bug never showed: no rate excuses that, however low
+    never = ex.judge(ex.REPRODUCED, ex.FLAKY, row=rated, counts={ex.PASSED: 2, ex.SKIPPED: 2})
+    assert (never.verdict, never.expected, never.actual) == (ex.VERDICT_FLAKY, ex.REPRODUCED, ex.FLAKY)
+    assert never.reason == ("the runs disagreed (passed 2 of 4, skipped 2 of 4); the table expects reproduced "
+                            "1 of 4 (expected.toml line 9)")
+    shown = ex.judge(ex.REPRODUCED, ex.FLAKY, counts={ex.PASSED: 1, ex.REPRODUCED: 3})
+    assert shown.reason == "the runs disagreed (reproduced 3 of 4, passed 1 of 4); the table expects no rate"
