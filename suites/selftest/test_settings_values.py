@@ -174,3 +174,53 @@ def test_the_documentation_table_rows(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(settings, "SETTINGS", (piped,))
     monkeypatch.setattr(settings, "KEYS", ())
     assert settings.markdown_table().split("\n")[2] == "| `HARNESS_X` | environment | a\\|b | `x\\|y` | one \\| two |"
+
+
+@pytest.mark.parametrize(("name", "value", "parsed"), [
+    ("HARNESS_NUM_SLICES", "1", 1), ("HARNESS_NUM_SLICES", " 16 ", 16), ("HARNESS_PROCESS_ID", "0", 0),
+    ("XHARNESS_CLUSTER_PORT", "1024", 1024),
+])
+def test_a_whole_number_from_its_minimum(name: str, value: str, parsed: int) -> None:
+    assert ENVIRONMENT[name].parse(value) == parsed
+
+
+@pytest.mark.parametrize(("name", "value", "says"), [
+    ("HARNESS_NUM_SLICES", "0", "out of range"), ("HARNESS_PROCESS_ID", "-1", "out of range"),
+    ("XHARNESS_CLUSTER_PORT", "80", "out of range"), ("HARNESS_NUM_SLICES", "2.5", "not a whole number"),
+])
+def test_a_whole_number_below_its_minimum_says_so(name: str, value: str, says: str) -> None:
+    accepted = ENVIRONMENT[name].accepts.describe
+    assert _refused(name, value) == f"{name}={value!r} (from the environment): {says}; accepted: {accepted}"
+
+
+def test_reading_a_setting_gives_the_same_value_each_time() -> None:
+    environ = {"HARNESS_NUM_SLICES": "3", "HARNESS_CRASH_MODE": "Signal"}
+    for _ in range(2):
+        assert settings.read("HARNESS_NUM_SLICES", environ) == 3
+        assert settings.read("HARNESS_CRASH_MODE", environ) == "signal"
+        assert settings.read("HARNESS_FAULTS", environ) == ()  # an empty list, not an unset value
+        assert settings.read("HARNESS_DEVICES", environ) is None
+        assert settings.read("HARNESS_NUM_SLICES", {"HARNESS_NUM_SLICES": "  "}) == 1  # blank: the default
+
+
+def test_the_environment_given_is_the_one_checked(monkeypatch: pytest.MonkeyPatch) -> None:
+    bad = {"HARNESS_WAIT_TIMEOUT": "soon", "HARNESS_CRASH_MODE": "signal", "XHARNESS_NOTHING": "1"}
+    with pytest.raises(SettingError) as caught:
+        settings.check_environment(bad, "cell cpu-1's env")
+    assert str(caught.value) == ("HARNESS_WAIT_TIMEOUT='soon' (from cell cpu-1's env): not a number; "
+                                 "accepted: a number of seconds above 0")
+    # only the names asked for
+    assert settings.check_environment(bad, names=["HARNESS_CRASH_MODE"]) == [
+        f"XHARNESS_NOTHING is set but is no setting of the harness (see xharness config for the "
+        f"{len(ENVIRONMENT)} declared ones)"]
+    monkeypatch.setenv("HARNESS_WAIT_TIMEOUT", "soon")
+    assert settings.check_environment({"HARNESS_WAIT_TIMEOUT": "30", "HARNES_RUNTIM": "jax"}) == [
+        "HARNES_RUNTIM is set but is no setting of the harness; did you mean HARNESS_RUNTIME?"]
+
+
+def test_only_a_close_name_or_the_harness_prefix_is_warned_about() -> None:
+    assert settings.near_miss("JAX_CPU_DEVICES") == (
+        "JAX_CPU_DEVICES is set but is no setting of the harness; did you mean JAX_NUM_CPU_DEVICES?")
+    assert settings.near_miss("JAX_NUM_CPUS") is None  # JAX's own, only loosely alike
+    assert settings.near_miss("HARNESS_TIMEOUT") == (
+        "HARNESS_TIMEOUT is set but is no setting of the harness; did you mean HARNESS_WAIT_TIMEOUT?")
