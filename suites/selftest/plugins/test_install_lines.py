@@ -134,3 +134,35 @@ def test_a_checkout_a_runner_cannot_fetch_stays_a_local_path(site: Path, tmp_pat
     found = install_source.installed("xharness-plug")
     assert (found.requirement, found.source, found.note) == (f"xharness-plug @ {source.as_uri()}", "directory", "")
     assert found.local_only.startswith(f"{source} is a path on the machine xharness was installed on")
+
+
+# ------------------------------------------------------------------------------ a line the user gives
+@pytest.mark.parametrize(("text", "source"), [
+    ("xharness==1.2", "index"),
+    ("xharness>=1.2,<2", "index"),
+    ("xharness @ git+https://example.org/o/x.git@ab12", "vcs"),
+    ("xharness @ git+ssh://git@example.org:2222/o/x.git@v1.2", "vcs"),
+    ("xharness @ https://example.org/x-1.2-py3-none-any.whl", "archive"),
+    ("xharness @ https://example.org:8443/builds/x-1.2.tar.gz", "archive"),
+])
+def test_a_given_line_is_kept_as_written_with_its_source(text: str, source: str) -> None:
+    assert install_source.given(text, "xharness") == InstallLine(text, source)
+
+
+def test_a_given_line_may_spell_the_name_with_underscores_or_dashes() -> None:
+    assert install_source.given("xharness_plug==1.0", "xharness-plug").source == "index"
+    assert install_source.given("Xharness-Plug==1.0", "xharness_plug").source == "index"
+    with pytest.raises(ValueError) as caught:
+        install_source.given("xharness-plugs==1.0", "xharness-plug")
+    assert str(caught.value) == "it installs 'xharness-plugs', not 'xharness-plug'"
+
+
+@pytest.mark.parametrize("url", [
+    "file:///srv/builds/2024-01-01T10:00/xharness-1.2-py3-none-any.whl",
+    "git+file:///srv/git/xharness.git@ab12",
+    "/srv/builds/xharness-1.2-py3-none-any.whl",
+])
+def test_a_given_line_naming_a_path_here_is_refused(url: str) -> None:
+    with pytest.raises(ValueError) as caught:
+        install_source.given(f"xharness @ {url}", "xharness")
+    assert str(caught.value) == f"{url} is a path on this machine; a CI runner has no such path"
