@@ -211,6 +211,8 @@ class _Checker:
                 continue
             if inside and re.match(rf"^\s*[\"']?{re.escape(top)}[\"']?\s*=", line):
                 return number
+            if header is None and re.match(rf"^\s*\[\[?\s*[\"']?{re.escape(top)}[\"']?\s*[.\]]", line):
+                return number  # an xharness.toml's own sub-table: [slurm], [[cells]]
         return None
 
     def project(self, table: dict[str, Any]) -> Project:
