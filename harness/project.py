@@ -142,7 +142,7 @@ def _has_table(pyproject: Path) -> bool:
     by :func:`load`: a broken configuration must not be skipped for a parent's)."""
     try:
         text = pyproject.read_text(encoding="utf-8")
-    except OSError:
+    except (OSError, UnicodeDecodeError):  # not UTF-8: not a project of ours, as _parses says
         return False
     return SECTION.search(text) is not None
 

@@ -171,3 +171,10 @@ def test_the_runtime_under_test_and_where_it_was_chosen(tmp_path: Path, monkeypa
     monkeypatch.setenv("HARNESS_RUNTIME", "jax")  # the process' own, not the environment asked about
     assert project.runtime_under_test(Project(root=tmp_path), {}) == RuntimeChoice("reference", "default")
     assert project.runtime_under_test(Project(root=tmp_path)) == RuntimeChoice("jax", "environment (HARNESS_RUNTIME)")
+
+
+def test_a_pyproject_that_is_not_utf8_on_the_way_up_is_not_a_project(tmp_path: Path) -> None:
+    (tmp_path / "pyproject.toml").write_bytes(b'[project]\nname = "\xff"\n')
+    (tmp_path / "sub").mkdir()
+    assert project.find(tmp_path / "sub") is None
+    assert project.load(tmp_path / "sub") == Project(root=tmp_path / "sub")
