@@ -83,7 +83,7 @@ def _checkout(line: InstallLine, path: str) -> InstallLine:
         return done.stdout.strip() if done.returncode == 0 else ""
 
     remote, commit = _fetchable(git("remote", "get-url", "origin")), git("rev-parse", "HEAD")
-    if not remote or not commit or not remote.startswith(("https://", "ssh://", "git@")):
+    if not remote or not commit or not remote.startswith(("https://", "ssh://")):
         return line
     name = line.requirement.split(" @ ")[0]
     dirty = git("status", "--porcelain")
@@ -93,9 +93,9 @@ def _checkout(line: InstallLine, path: str) -> InstallLine:
 
 
 def _fetchable(remote: str) -> str:
-    """A remote as pip takes it after ``git+``: the scp form ``git@host:owner/repo`` is not a
-    URL to pip, its ``ssh://git@host/owner/repo`` spelling is."""
-    scp = re.fullmatch(r"([\w.-]+@[\w.-]+):(?!/)(.+)", remote)
+    """A remote as pip takes it after ``git+``: the scp form ``git@host:owner/repo`` (or
+    ``git@host:/srv/repo``) is not a URL to pip, its ``ssh://git@host/owner/repo`` spelling is."""
+    scp = re.fullmatch(r"([\w.-]+@[\w.-]+):/?(.+)", remote)
     return f"ssh://{scp.group(1)}/{scp.group(2)}" if scp else remote
 
 

@@ -110,6 +110,7 @@ def _checkout(site: Path, tmp_path: Path, remote: str | None, commit: bool = Tru
     ("https://example.org/o/plug.git", "https://example.org/o/plug.git"),
     ("ssh://git@example.org/o/plug.git", "ssh://git@example.org/o/plug.git"),
     ("git@example.org:o/plug.git", "ssh://git@example.org/o/plug.git"),
+    ("git@example.org:/srv/git/plug.git", "ssh://git@example.org/srv/git/plug.git"),
 ])
 def test_a_local_checkout_installs_as_its_remote_at_its_commit(site: Path, tmp_path: Path, remote: str,
                                                                fetched: str) -> None:
@@ -126,6 +127,7 @@ def test_a_local_checkout_installs_as_its_remote_at_its_commit(site: Path, tmp_p
 @pytest.mark.parametrize(("remote", "commit"), [
     (None, True),  # nowhere to fetch it from
     ("/srv/git/plug.git", True),  # a path on this machine again
+    ("git@example.org", True),  # no path: nothing pip can fetch
     ("https://example.org/o/plug.git", False),  # nothing committed yet
 ])
 def test_a_checkout_a_runner_cannot_fetch_stays_a_local_path(site: Path, tmp_path: Path, remote: str | None,
