@@ -1,0 +1,77 @@
+"""What a run remembers of the last one in its output directory, to start the long cells first and
+split them: each cell's length in one process from ``matrix.json`` (a skipped cell has none, a split
+one its length unsplit), and each test path's seconds from the cell's JUnit, every record counted
+under the path that holds its file; an unreadable file only loses the estimate.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from harness.matrix.config import Cell
+from harness.matrix.schedule import previous_path_times, previous_walls
+from harness.report.junit import write_cell_xml
+from harness.report.records import PASSED, Attempt, TestRecord
+
+pytestmark = pytest.mark.cell_independent
+
+
+def test_each_run_cell_is_remembered_by_its_length_in_one_process(tmp_path: Path) -> None:
+    path = tmp_path / "matrix.json"
+    path.write_text(json.dumps({"cells": [
+        {"cell": "cpu-1", "wall": 37.0},
+        {"cell": "cpu-8", "wall": 60.0, "launches": 2, "test_time": 100.0, "overhead": 8.0},
+        {"cell": "gpu", "wall": 0.0, "skipped": "no GPU here"},
+        {"cell": 4, "wall": "12.5"},
+    ]}))
+    assert previous_walls(path) == {"cpu-1": 37.0, "cpu-8": 104.0, "4": 12.5}
+
+
+@pytest.mark.parametrize("text", [
+    None, "not json", "[]", '{"cells": [{"wall": 1.0}]}', '{"cells": [{"cell": "c"}]}',
+    '{"cells": [{"cell": "c", "wall": "slow"}]}', '{"cells": 3}',
+])
+def test_a_missing_or_unreadable_last_run_is_no_estimate(tmp_path: Path, text: str | None) -> None:
+    path = tmp_path / "matrix.json"
+    if text is not None:
+        path.write_text(text)
+    assert previous_walls(path) == {}
+    assert previous_walls(tmp_path / "matrix.json") == {}
+
+
+def test_a_run_without_cells_remembers_nothing(tmp_path: Path) -> None:
+    (tmp_path / "matrix.json").write_text("{}")
+    assert previous_walls(tmp_path / "matrix.json") == {}
+
+
+def _record(nodeid: str, seconds: float, file: str = "") -> TestRecord:
+    record = TestRecord(nodeid=nodeid, cell="c", file=file)
+    record.attempts.append(Attempt(PASSED, duration=seconds))
+    return record
+
+
+def test_each_paths_seconds_are_the_sum_of_its_records(tmp_path: Path) -> None:
+    junit = tmp_path / "c.xml"
+    write_cell_xml("c", [
+        _record("suites/a/test_x.py::t1", 1.5),
+        _record("suites/a/test_x.py::t2", 2.0),
+        _record("suites/b/test_y.py::t3", 4.0),
+        _record("suites/b/test_y.py::t4", 0.25, file="suites/b/test_y.py"),
+        _record("other/test_z.py::t5", 9.0),
+        # a record whose file is outside the cell's paths (a fixture's) counts under its test's path
+        _record("suites/a/test_x.py::t6", 0.5, file="lib/fixtures.py"),
+    ], junit)
+    cell = Cell("c", paths=("suites/a", "suites/b", "suites/empty"))
+    assert previous_path_times(cell, junit) == pytest.approx({"suites/a": 4.0, "suites/b": 4.25,
+                                                              "suites/empty": 0.0})
+
+
+def test_no_junit_or_an_unreadable_one_is_no_estimate(tmp_path: Path) -> None:
+    cell = Cell("c", paths=("suites",))
+    assert previous_path_times(cell, tmp_path / "missing.xml") == {}
+    broken = tmp_path / "broken.xml"
+    broken.write_text("<testsuites><testsuite")
+    assert previous_path_times(cell, broken) == {}
