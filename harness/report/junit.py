@@ -306,8 +306,15 @@ def _crash_numbers(attempt: Attempt) -> None:
 
 
 def _stderr_back(attempt: Attempt, system_err: str | None) -> str:
+    """stderr as it was before :func:`_system_err` put a crash's native stack in front of it."""
     err = system_err or ""
-    return "" if attempt.kind in CRASH_KINDS and err == attempt.details else err
+    if attempt.kind in CRASH_KINDS and attempt.details:
+        if err == attempt.details:
+            return ""
+        head = f"{attempt.details}\n"
+        if err.startswith(head) and attempt.details not in err[len(head) :]:
+            return err[len(head) :]
+    return err
 
 
 def _attempt_from_interim(result: xunit2.InterimResult) -> Attempt:

@@ -268,6 +268,87 @@ def test_crash_stack_goes_to_system_err_once(tmp_path: Path) -> None:
         "test_killed": "Thread 0x2:\n  File y\nlast words\n",
     }
     back = {r.name: r.final for r in read_records(path)}
+    assert back["test_killed"].stderr == "last words\n"
     assert back["test_hangs"] == Attempt(
         ERROR, 9.0, "ran past 9s", "Thread 0x1:\n  File x", kind="timeout"
     )
+
+
+def test_crashed_test_reads_back_with_its_own_stderr(tmp_path: Path) -> None:
+    """A crash's record (message and faulthandler stacks as details, the log segment as stderr)
+    reads back exactly: the stack put in front of system-err is not taken for the test's output."""
+    details = (
+        "test killed by signal 11 (SIGSEGV)\n\n--- faulthandler, rank 0 ---\n"
+        'Fatal Python error: Segmentation fault\n  File "suites/t.py", line 9 in test_crash'
+    )
+    crash = Attempt(
+        ERROR,
+        2.0,
+        "test killed by signal 11 (SIGSEGV)",
+        details,
+        stdout="collected\n",
+        stderr="loading plugin\n",
+        kind=KIND_SIGNAL,
+        signal=11,
+    )
+    record = TestRecord(
+        "suites/t.py::test_crash",
+        "cpu-1",
+        "suites/t.py",
+        attempts=[
+            crash,
+            Attempt(
+                ERROR,
+                1.0,
+                "test killed by signal 11 (SIGSEGV)",
+                details,
+                stderr="again\n",
+                kind=KIND_SIGNAL,
+                signal=11,
+            ),
+        ],
+    )
+    path = tmp_path / "cpu-1.xml"
+    write_cell_xml("cpu-1", [record], path)
+    report = xunit2.JUnitXml.fromfile(str(path))
+    (case,) = [c for suite in report for c in suite]
+    assert case.system_err == f"{details}\nagain\n"
+    (back,) = read_records(path)
+    assert back.attempts == [
+        Attempt(
+            ERROR,
+            2.0,
+            "killed by signal 11 (SIGSEGV): test killed by signal 11 (SIGSEGV)",
+            details,
+            stdout="collected\n",
+            stderr="loading plugin\n",
+            kind=KIND_SIGNAL,
+            signal=11,
+        ),
+        Attempt(
+            ERROR,
+            1.0,
+            "killed by signal 11 (SIGSEGV): test killed by signal 11 (SIGSEGV)",
+            details,
+            stderr="again\n",
+            kind=KIND_SIGNAL,
+            signal=11,
+        ),
+    ]
+
+
+def test_stack_dumped_repeatedly_stays_in_stderr(tmp_path: Path) -> None:
+    """A hang whose timer dumped the same stack twice: stderr is written and read back as it was."""
+    stack = "Thread 0x1 (most recent call first):\n  File x, line 3 in wait"
+    record = TestRecord(
+        "suites/t.py::test_hangs",
+        "cpu-1",
+        "suites/t.py",
+        attempts=[
+            Attempt(ERROR, 9.0, "ran past 9s", stack, stderr=f"{stack}\n{stack}", kind="timeout")
+        ],
+    )
+    path = tmp_path / "cpu-1.xml"
+    write_cell_xml("cpu-1", [record], path)
+    (back,) = read_records(path)
+    assert back == record
