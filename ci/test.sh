@@ -16,8 +16,11 @@ source ci/setup.sh
 docs_site="$(mktemp -d)"
 NO_MKDOCS_2_WARNING=1 .venv/bin/mkdocs build --strict --quiet --site-dir "$docs_site"
 rm -rf "$docs_site"
-# the workflow as a security reviewer reads it (offline: no network lookups), and dependabot's file
+# the workflows as a security reviewer reads them (offline: no network lookups), and dependabot's file
 .venv/bin/zizmor --offline .github/workflows/
+# the workflows' expressions, contexts, action inputs and runner labels (self-hosted ones in
+# .github/actionlint.yaml), and every `run:` script through shellcheck
+.venv/bin/actionlint .github/workflows/*.yml
 .venv/bin/check-jsonschema --builtin-schema vendor.dependabot .github/dependabot.yml
 # The eager PyTorch the semantics oracle asks (suites/properties/test_oracle.py): torch 2.13.0's CPU
 # build in an environment of its own under $XHARNESS_ENV_DIR (about a minute the first time, from
