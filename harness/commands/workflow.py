@@ -8,7 +8,8 @@ why each part is there:
   runs in CI with no workflow to write again;
 * pip is upgraded before anything is installed (the pip of an older Python rejects requirements
   a newer one accepts), and its cache and JAX's compilation cache are kept between runs with
-  ``actions/cache``, so a run compiles and downloads what changed only;
+  ``actions/cache``, so a run compiles and downloads what changed only (JAX's under a key with the
+  JAX and jaxlib versions installed, since a program compiled by one is of no use to another);
 * every action is pinned to a commit (the ones the harness' own workflow pins), no job keeps the
   checkout's credentials, every job reads the repository only, and no expression is expanded into
   a script (what ``zizmor`` asks of a workflow).
@@ -156,15 +157,19 @@ def _cells_job(python: str) -> str:
     name: cell ${{{{ matrix.cell }}}}
     steps:
 {_setup_steps(python)}
-      # JAX's persistent compilation cache, one per cell: restored from the latest run of any ref,
-      # saved under this run's key when the job ends
+      # the JAX and jaxlib installed: programs one compiled are of no use to another
+      - name: The JAX and jaxlib versions
+        id: jax
+        run: echo "versions=$(python -c 'import jax, jaxlib; print("jax", jax.__version__, "jaxlib", jaxlib.__version__, sep="-")')" >> "$GITHUB_OUTPUT"
+      # JAX's persistent compilation cache, one per cell and JAX: restored from the latest run of
+      # any ref with the same JAX and jaxlib, saved under this run's key when the job ends
       - name: Restore the JAX compilation cache
         uses: {_uses("actions/cache")}
         with:
           path: {JAX_CACHE}
-          key: xharness-jax-${{{{ matrix.cell }}}}-py{python}-${{{{ github.run_id }}}}-${{{{ github.run_attempt }}}}
+          key: xharness-jax-${{{{ matrix.cell }}}}-py{python}-${{{{ steps.jax.outputs.versions }}}}-${{{{ github.run_id }}}}-${{{{ github.run_attempt }}}}
           restore-keys: |
-            xharness-jax-${{{{ matrix.cell }}}}-py{python}-
+            xharness-jax-${{{{ matrix.cell }}}}-py{python}-${{{{ steps.jax.outputs.versions }}}}-
       - name: Run the cell
         env:
           CELL: ${{{{ matrix.cell }}}}
