@@ -1,0 +1,302 @@
+"""The workflow ``xharness init`` writes, replayed here job by job as GitHub would run it, on a
+repository of four cells made from ``examples/numpyrt`` (a plugin over numpy alone, so its cells
+take seconds): every ``run:`` step of every job, in order, with bash, in a fresh clone.
+
+What GitHub provides is stood in for: ``actions/checkout`` is the clone, ``setup-python`` a
+virtual environment on this interpreter made once for the test (it sees this environment's
+packages, so pip downloads nothing: ``PIP_NO_INDEX``), ``actions/cache`` nothing, the artifact
+actions a copy through a directory, and the plan job's ``$GITHUB_OUTPUT`` is the cell jobs'
+matrix through ``fromJSON``. xharness is installed by the workflow's own step from a wheel of this
+checkout (``XHARNESS``, which ``init`` would refuse as a path on this machine). ``${{ }}``
+expressions and ``env:`` blocks are substituted as Actions would. The run ends with the merged
+report, which must hold the four cells and the teeth job.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import sysconfig
+import time
+import venv
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from xml.etree import ElementTree
+
+import pytest
+from ruamel.yaml import YAML
+
+from harness import cli
+from harness.commands import init as starter
+from harness.commands.workflow import ACTIONS, PLAN_JOB
+
+pytestmark = [pytest.mark.own_process, pytest.mark.cell_independent]
+ROOT = Path(__file__).resolve().parents[2]
+USABLE = "xharness @ git+https://example.org/o/xharness@0123456789abcdef0123456789abcdef01234567"
+CELLS = ("cpu-1", "cpu-2", "cpu-3", "cpu-4")
+_EXPR = re.compile(r"\$\{\{\s*(.*?)\s*\}\}")
+_GIT = ["git", "-c", "user.name=replay", "-c", "user.email=replay@example.org"]
+
+
+def _cell_rows() -> str:
+    return "".join(f'\n[[tool.xharness.cells]]\nname = "{name}"\ndevices = {name[4:]}\n' for name in CELLS)
+
+
+def _repository(at: Path) -> Path:
+    """examples/numpyrt as a git repository of its own, with four cells and ``init``'s files."""
+    shutil.copytree(ROOT / "examples" / "numpyrt", at, ignore=shutil.ignore_patterns("*.egg-info", "__pycache__"))
+    pyproject = at / "pyproject.toml"
+    text = pyproject.read_text()
+    text = text[:text.index("[[tool.xharness.cells]]")] + _cell_rows()
+    pyproject.write_text(text)
+    assert cli.main(["init", "--dir", str(at), "--install", USABLE]) == 0
+    subprocess.run(["git", "init", "-q", str(at)], check=True)
+    subprocess.run([*_GIT, "-C", str(at), "add", "-A"], check=True)
+    subprocess.run([*_GIT, "-C", str(at), "commit", "-q", "-m", "the example with xharness init"], check=True)
+    return at
+
+
+def _environment(at: Path) -> tuple[Path, Path]:
+    """The interpreter setup-python stands for, seeing this environment's packages (a ``.pth``
+    that adds its site directory, whose own ``.pth`` files hold the editable installs), with a
+    setuptools new enough to build the plugin without an isolated build; and a wheel of this
+    checkout for the workflow's install step."""
+    venv.create(at, system_site_packages=True, with_pip=False)
+    python = at / "bin" / "python"
+    purelib = Path(subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                                  capture_output=True, text=True, check=True).stdout.strip())
+    (purelib / "_outer.pth").write_text(f"import site; site.addsitedir({sysconfig.get_paths()['purelib']!r})\n")
+    wheels = at / "wheels"
+    for args in (["install", "-q", "setuptools>=77"],
+                 ["wheel", "-q", "--no-deps", "--no-build-isolation", "-w", str(wheels), str(ROOT)]):
+        done = subprocess.run([str(python), "-m", "pip", *args], capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stdout + done.stderr
+    (wheel,) = wheels.glob("xharness-*.whl")
+    return python, wheel
+
+
+def _runner() -> tuple[list[str], str]:
+    """How each step's bash starts: as a user who is not root, through sudo, where this runs as
+    root and there is one; else as this user, and why."""
+    if os.geteuid() != 0:
+        return [], "runs as this user, who is not root"
+    user = next((u for u in ("runner", "ubuntu", "nobody") if _has_user(u) and u != "nobody"), None)
+    if user is None or shutil.which("sudo") is None:
+        why = "no sudo" if shutil.which("sudo") is None else "no user but root to run as"
+        return [], f"runs as root: {why}"
+    return ["sudo", "-E", "-u", user, "env", f"PATH={os.environ['PATH']}", f"HOME=/home/{user}"], f"runs as {user}"
+
+
+def _has_user(name: str) -> bool:
+    return subprocess.run(["id", "-u", name], capture_output=True).returncode == 0
+
+
+@dataclass
+class Replay:
+    """One run of the workflow: where its jobs are, what they share, and their outputs."""
+
+    flow: dict
+    origin: Path
+    work: Path
+    python: Path
+    wheel: Path
+    env: dict[str, str]
+    sudo: list[str]
+    outputs: dict[str, dict[str, str]] = field(default_factory=dict)
+    seconds: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def artifacts(self) -> Path:
+        return self.work / "artifacts"
+
+
+def _value(expr: str, context: dict, root: Path) -> object:
+    """An expression of the few kinds the workflow uses: a function call, a string, a context path."""
+    call = re.fullmatch(r"(\w+)\((.*)\)", expr)
+    if call and call[1] == "fromJSON":
+        return json.loads(str(_value(call[2], context, root)))
+    if call and call[1] == "always":
+        return True
+    if call and call[1] == "hashFiles":
+        names = re.findall(r"'([^']*)'", call[2])
+        return str(abs(hash(tuple((root / n).read_bytes() for n in names if (root / n).exists()))))
+    if re.fullmatch(r"'[^']*'", expr):
+        return expr[1:-1]
+    assert re.fullmatch(r"[\w.-]+", expr), f"an expression the replay does not know: {expr}"
+    found: object = context
+    for part in expr.split("."):
+        assert isinstance(found, dict) and part in found, f"{expr}: no {part} in the context"
+        found = found[part]
+    return found
+
+
+def _sub(text: str, context: dict, root: Path) -> str:
+    """``${{ }}`` in a string, replaced by their values as Actions would (before the shell runs)."""
+    return _EXPR.sub(lambda m: str(_value(m[1], context, root)), text)
+
+
+def _outputs(path: Path) -> dict[str, str]:
+    lines = path.read_text().splitlines() if path.exists() else []
+    return dict(line.split("=", 1) for line in lines if "=" in line)
+
+
+def _uses(step: dict) -> str | None:
+    """The action a step uses, pinned as the workflow pins it; None for a ``run:`` step."""
+    if "uses" not in step:
+        return None
+    action, sha = step["uses"].split("@")
+    assert ACTIONS[action.removesuffix("/restore").removesuffix("/save")][0] == sha, step["uses"]
+    return action
+
+
+def _act(replay: Replay, action: str, given: dict, job_dir: Path, env: dict[str, str]) -> None:
+    """What an action does, stood in for here."""
+    if action == "actions/checkout":
+        subprocess.run(["git", "clone", "-q", str(replay.origin), str(job_dir)], check=True)
+    elif action == "actions/setup-python":
+        env["PATH"] = f"{replay.python.parent}{os.pathsep}{env['PATH']}"
+    elif action == "actions/upload-artifact":
+        into = replay.artifacts / given["name"]
+        for pattern in str(given["path"]).split():
+            for found in job_dir.glob(pattern):
+                into.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(found, into / found.name)
+    elif action == "actions/download-artifact":
+        into = job_dir / given["path"]
+        into.mkdir(parents=True, exist_ok=True)
+        for artifact in replay.artifacts.glob(given["pattern"]):
+            for found in artifact.iterdir():
+                shutil.copy2(found, into / found.name)
+    else:
+        assert action == "actions/cache", action  # restored from nothing, saved nowhere
+
+
+def _run_job(replay: Replay, name: str, context: dict, label: str) -> dict[str, dict[str, str]]:
+    """A job's steps in order, in a directory of its own; its steps' outputs, by step id."""
+    job = replay.flow["jobs"][name]
+    job_dir = replay.work / label
+    job_dir.mkdir()
+    env = dict(replay.env)
+    env.update({k: _sub(str(v), context, job_dir) for k, v in {**replay.flow.get("env", {}),
+                                                              **job.get("env", {})}.items()})
+    env["XHARNESS"] = str(replay.wheel)  # what this checkout's wheel stands in for
+    context = {**context, "steps": {}, "env": env}
+    failed, caches = False, []
+    started = time.monotonic()
+    for step in job["steps"]:
+        if failed and step.get("if") not in ("always()", "${{ always() }}"):
+            continue
+        given = {k: _sub(str(v), context, job_dir) for k, v in step.get("with", {}).items()}
+        action = _uses(step)
+        if action == "actions/cache":
+            caches.append(given["key"])
+        if action is not None:
+            _act(replay, action, given, job_dir, env)
+        elif not _shell(replay, step, context, job_dir, env):
+            failed = True
+    replay.seconds[label] = time.monotonic() - started
+    replay.outputs[label] = {f"cache{i}": key for i, key in enumerate(caches)}
+    assert not failed, f"job {label} failed"
+    return context["steps"]
+
+
+def _shell(replay: Replay, step: dict, context: dict, job_dir: Path, env: dict[str, str]) -> bool:
+    """A ``run:`` step as the runner runs it: its expressions substituted, its ``env:`` added, bash
+    with ``-eo pipefail``, ``$GITHUB_OUTPUT`` read back into ``steps.<id>.outputs``."""
+    output = job_dir.parent / f"{job_dir.name}.output"
+    output.write_text("")
+    script = job_dir.parent / f"{job_dir.name}.sh"
+    script.write_text(_sub(step["run"], context, job_dir))
+    step_env = {**env, **{k: _sub(str(v), context, job_dir) for k, v in step.get("env", {}).items()},
+                "GITHUB_OUTPUT": str(output), "GITHUB_STEP_SUMMARY": str(job_dir.parent / "summary.md")}
+    done = subprocess.run([*replay.sudo, "bash", "--noprofile", "--norc", "-eo", "pipefail", str(script)],
+                          cwd=job_dir, env=step_env, capture_output=True, text=True, timeout=600)
+    print(f"--- {job_dir.name}: {step.get('name', step['run'][:60])} (exit {done.returncode})\n"
+          f"{done.stdout[-2000:]}{done.stderr[-2000:]}")
+    if "id" in step:
+        context["steps"][step["id"]] = {"outputs": _outputs(output)}
+    return done.returncode == 0
+
+
+def _replay(replay: Replay) -> None:
+    """Every job in the workflow's order, each after the jobs it needs; the cell jobs once per
+    cell of the plan job's output."""
+    context: dict = {"github": {"run_id": "1", "run_attempt": "1"}, "runner": {"os": "Linux", "name": "replay"},
+                     "needs": {}}
+    for name, job in replay.flow["jobs"].items():
+        needs = job.get("needs", [])
+        assert set([needs] if isinstance(needs, str) else needs) <= set(context["needs"]), name
+        matrix = job.get("strategy", {}).get("matrix", {})
+        rows = [{"cell": c} for c in _value(_EXPR.sub(r"\1", matrix["cell"]), context, replay.work)] \
+            if matrix else [{}]
+        for row in rows:
+            label = f"{name}-{row['cell']}" if row else name
+            steps = _run_job(replay, name, {**context, "matrix": row}, label)
+            outputs = {k: _sub(str(v), {**context, "steps": steps}, replay.work)
+                       for k, v in job.get("outputs", {}).items()}
+            context["needs"][name] = {"outputs": outputs, "result": "success"}
+
+
+def _base_env(home: Path) -> dict[str, str]:
+    """A runner's environment: nothing of this test's harness or environment, pip offline."""
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("XHARNESS", "HARNESS_", "PYTEST", "VIRTUAL_ENV", "PIP_"))}
+    home.mkdir(parents=True)
+    return {**env, "HOME": str(home), "CI": "true", "GITHUB_ACTIONS": "true", "PIP_NO_INDEX": "1",
+            "PIP_NO_BUILD_ISOLATION": "0", "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
+
+
+@pytest.fixture(scope="module")
+def replayed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Replay]:
+    sudo, why = _runner()
+    work = tmp_path_factory.mktemp("replay")
+    if sudo:  # the user steps run as reaches the work directory
+        work.chmod(0o755)
+        for parent in work.parents:
+            parent.chmod(parent.stat().st_mode | 0o005) if parent != Path("/") else None
+    print(f"the replay {why}")
+    origin = _repository(work / "origin")
+    python, wheel = _environment(work / "python")
+    flow = YAML(typ="safe").load((origin / starter.WORKFLOW_FILE).read_text())
+    replay = Replay(flow, origin, work / "jobs", python, wheel, _base_env(work / "home"), sudo)
+    replay.work.mkdir()
+    if sudo:
+        subprocess.run(["chown", "-R", sudo[3], str(work)], check=True)
+    _replay(replay)
+    yield replay
+
+
+def test_the_replay_ends_with_every_cell_and_the_teeth_in_the_report(replayed: Replay) -> None:
+    assert replayed.flow["jobs"][PLAN_JOB]
+    assert [label for label in replayed.seconds if label.startswith("cells-")] == [f"cells-{c}" for c in CELLS]
+    reports = replayed.work / "report" / "reports"
+    junit = (reports / "junit.xml").read_text()
+    suites = {suite.get("name"): suite for suite in ElementTree.fromstring(junit).iter("testsuite")}
+    assert set(suites) == {*CELLS, "teeth"}, list(suites)
+    assert all(int(suite.get("tests", "0")) > 0 for suite in suites.values()), junit
+    summary = (reports / "summary.md").read_text()
+    assert all(cell in summary for cell in (*CELLS, "teeth")), summary
+    assert not re.search(r'(failures|errors)="[1-9]', junit), junit
+    print("seconds per job:", json.dumps({k: round(v, 1) for k, v in replayed.seconds.items()}))
+
+
+def test_the_jax_cache_key_changes_with_the_jax_and_jaxlib_installed(replayed: Replay) -> None:
+    import jax
+    import jaxlib
+
+    versions = f"jax-{jax.__version__}-jaxlib-{jaxlib.__version__}"
+    for cell in CELLS:
+        pip_key, jax_key = replayed.outputs[f"cells-{cell}"].values()
+        assert jax_key.startswith(f"xharness-jax-{cell}-py{sys.version_info.major}.{sys.version_info.minor}-"
+                                  f"{versions}-"), jax_key
+        assert versions not in pip_key
+    cells = replayed.flow["jobs"]["cells"]
+    (restore,) = [s for s in cells["steps"] if s.get("name") == "Restore the JAX compilation cache"]
+    # another JAX or jaxlib neither restores this cache nor saves over it
+    assert "${{ steps.jax.outputs.versions }}" in restore["with"]["key"]
+    assert restore["with"]["restore-keys"].strip().endswith("${{ steps.jax.outputs.versions }}-")
