@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import pwd
 import re
 import shutil
 import subprocess
@@ -85,15 +86,12 @@ def _runner() -> tuple[list[str], str]:
     root and there is one; else as this user, and why."""
     if os.geteuid() != 0:
         return [], "runs as this user, who is not root"
-    user = next((u for u in ("runner", "ubuntu", "nobody") if _has_user(u) and u != "nobody"), None)
+    user = next((u.pw_name for u in pwd.getpwall() if 1000 <= u.pw_uid < 65534 and u.pw_dir.startswith("/home/")),
+                None)
     if user is None or shutil.which("sudo") is None:
         why = "no sudo" if shutil.which("sudo") is None else "no user but root to run as"
         return [], f"runs as root: {why}"
-    return ["sudo", "-E", "-u", user, "env", f"PATH={os.environ['PATH']}", f"HOME=/home/{user}"], f"runs as {user}"
-
-
-def _has_user(name: str) -> bool:
-    return subprocess.run(["id", "-u", name], capture_output=True).returncode == 0
+    return ["sudo", "-E", "-u", user, "env", f"PATH={os.environ['PATH']}"], f"runs as {user}, through sudo"
 
 
 @dataclass
@@ -257,8 +255,8 @@ def replayed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Replay]:
     work = tmp_path_factory.mktemp("replay")
     if sudo:  # the user steps run as reaches the work directory
         work.chmod(0o755)
-        for parent in work.parents:
-            parent.chmod(parent.stat().st_mode | 0o005) if parent != Path("/") else None
+        for parent in work.parents[:-1]:  # up to, not including, /
+            parent.chmod(parent.stat().st_mode | 0o005)
     print(f"the replay {why}")
     origin = _repository(work / "origin")
     python, wheel = _environment(work / "python")
