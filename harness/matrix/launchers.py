@@ -146,7 +146,7 @@ def launcher_command(launcher: str, processes: int, options: ClusterOptions, job
         if os.geteuid() == 0:
             cmd.append("--allow-run-as-root")
         if options.tasks_per_node or on_nodes:
-            cmd += ["--map-by", f"ppr:{options.tasks_per_node or 1}:node"]
+            cmd += ["--map-by", f"ppr:{_per_node(processes, options)}:node"]
         cmd = [*cmd, *options.extra, *rank_argv]
         return _mpirun_on_nodes(processes, options, job_name, cmd) if on_nodes else cmd
     raise ValueError(f"launcher {launcher!r} starts no command (the supervisor starts local ranks)")
@@ -161,6 +161,12 @@ _ALLOCATION_AGAIN = (
 )
 
 
+def _per_node(processes: int, options: ClusterOptions) -> int:
+    """Ranks per node: the cell's own figure, else its ranks spread evenly over its nodes (one
+    node per rank when it names no node count). mpirun's placement and the allocation agree."""
+    return options.tasks_per_node or max(1, processes // (options.nodes or processes))
+
+
 def _mpirun_on_nodes(processes: int, options: ClusterOptions, job_name: str, mpirun: list[str]) -> list[str]:
     """``mpirun`` on the first node of an allocation of its own, starting its daemons on the
     other nodes through SLURM (plm/slurm: ``srun`` again, no ssh). JAX's ``OmpiCluster`` takes the
@@ -168,7 +174,7 @@ def _mpirun_on_nodes(processes: int, options: ClusterOptions, job_name: str, mpi
     mpirun must run where rank 0 runs, never on the host that submits (on the namespaced
     cluster, xh-ctld, where no rank runs)."""
     nodes = options.nodes or processes
-    per_node = options.tasks_per_node or max(1, processes // nodes)
+    per_node = _per_node(processes, options)
     alloc = ["salloc", f"--nodes={nodes}", f"--ntasks={processes}", f"--ntasks-per-node={per_node}",
              f"--job-name={job_name}"]
     for flag, value in (("--partition", options.partition), ("--account", options.account),
