@@ -29,7 +29,7 @@ class Recorded:
     made: list[Recorded] = []
 
     def __init__(self, cell: Cell, settings: RunSettings, progress: CellProgress, python: str = "") -> None:
-        self.cell, self.settings, self.python = cell, settings, python
+        self.cell, self.settings, self.progress, self.python = cell, settings, progress, python
         self.logs = Path("logs") / cell.name
         Recorded.made.append(self)
 
@@ -57,6 +57,7 @@ def test_a_cell_of_this_interpreter_runs_under_the_runtime_it_names(monkeypatch:
     assert not not_installed and result.launches == 1
     (run,) = Recorded.made
     assert run.settings.runtime == "torch_xla" and run.logs == Path("logs") / "c"
+    assert run.progress is progress[0] and result.cell.name == "c"
     unit.run_unit(Cell("d"), settings, progress[0], shard="part-2")
     part = Recorded.made[-1]
     assert part.settings.runtime == "reference" and part.logs == Path("logs") / "d" / "part-2"
@@ -72,11 +73,22 @@ def test_a_release_cell_runs_in_its_releases_environment(monkeypatch: pytest.Mon
         return SimpleNamespace(runtime=runtime, text=text)
 
     monkeypatch.setattr(release_spec, "parse", parse)
-    monkeypatch.setattr(release_spec, "ensure", lambda spec, progress=None: SimpleNamespace(python="/envs/x/python"))
+    built: list[tuple[object, object]] = []
+
+    def ensure(spec: object, progress: object = None) -> object:
+        built.append((spec, progress))
+        return SimpleNamespace(python="/envs/x/python")
+
+    monkeypatch.setattr(release_spec, "ensure", ensure)
     monkeypatch.setattr(release_cells, "ReleaseCellRun", Recorded)
     result, not_installed = unit.run_unit(Cell("c", runtime_name="torch_xla", release="2.9.0"), settings, progress[0])
     assert not not_installed and asked == [("torch_xla", "2.9.0")]
     assert Recorded.made[-1].python == "/envs/x/python" and Recorded.made[-1].settings.runtime == "torch_xla"
+    assert Recorded.made[-1].progress is progress[0]
+    ((spec, told),) = built
+    assert (spec.runtime, spec.text) == ("torch_xla", "2.9.0")  # type: ignore[attr-defined]
+    told("building")  # type: ignore[operator]
+    assert "c: building" in progress[1].getvalue()
 
 
 @pytest.mark.parametrize("failure", ["install", "spec"])
@@ -97,7 +109,7 @@ def test_a_release_that_cannot_be_installed_is_one_record_and_said(monkeypatch: 
     monkeypatch.setattr(release_cells, "ReleaseCellRun", Recorded)
     cell = Cell("c", runtime_name="torch_xla", release="2.9.0")
     result, not_installed = unit.run_unit(cell, settings, progress[0])
-    assert not_installed and not Recorded.made
+    assert not_installed and not Recorded.made and result.cell is cell
     (record,) = result.records
     reason = "no matching distribution" if failure == "install" else "the wheel /w/x.whl is gone"
     assert record.final.message == f"cannot install torch_xla 2.9.0: {reason}"
@@ -112,3 +124,15 @@ def test_a_cell_the_machine_cannot_run_has_one_skipped_record_saying_why() -> No
     assert record.final.outcome == "skipped"
     assert record.final.message == "cell gpu-2 not runnable here: no GPU here"
     assert record.properties == {"cell": "gpu-2", "backend": "gpu", "devices": "2", "processes": "1", "slices": "1"}
+
+
+def test_the_local_executor_runs_each_unit_here(monkeypatch: pytest.MonkeyPatch, settings: RunSettings,
+                                                progress: tuple[CellProgress, Any]) -> None:
+    monkeypatch.setattr(unit, "CellRun", Recorded)
+    local = unit.LocalExecutor()
+    assert local.stats() == {"executor": "local"} and local.holds_devices
+    result, not_installed = local.run(Cell("c"), settings, progress[0], "part-1", "c part 1")
+    assert not not_installed and result.cell.name == "c"
+    made = Recorded.made[-1]
+    assert made.progress is progress[0] and made.logs == Path("logs") / "c" / "part-1"
+    assert made.settings.out_dir == settings.out_dir

@@ -92,3 +92,27 @@ def test_no_cluster_answering_is_refused_with_how_to_get_one(slurm: FakeSlurm, t
                            "Unable to contact slurm controller (connect failure). Point SLURM_CONF at a cluster's")
     assert 'bash ci/cluster.sh start, as root; then eval "$(bash ci/cluster.sh env)"' in said
     assert slurm.asked("sbatch") == []
+
+
+def test_the_flags_say_where_cells_run_in_the_help_and_refuse_an_unknown_place() -> None:
+    parser = argparse.ArgumentParser(prog="xharness run")
+    add_arguments(parser)
+    text = " ".join(parser.format_help().split())
+    assert "--on {local,slurm} where the cells run: local: " in text
+    assert "slurm: " in text and "(default: [tool.xharness] executor, else local)" in text
+    assert ("--deadline SECONDS --on slurm: a job still waiting to start this long after the run began is "
+            "cancelled and recorded (default: [tool.xharness.slurm] deadline, else 7200)") in text
+    assert _args().executor is None and _args().deadline is None
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--on", "cloud"])
+    # a deadline under a second is still a deadline
+    assert executor_name(_args("--on", "slurm", "--deadline", "0.5"), None) == SLURM
+
+
+def test_the_slurm_executor_reports_to_the_runs_progress_from_this_directory(slurm: FakeSlurm, tmp_path: Path,
+                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    slurm.says("sinfo", "0/2/0/2\n")
+    monkeypatch.chdir(tmp_path)
+    progress = _progress()
+    chosen = executor_for(SLURM, {}, None, Path("out"), progress)
+    assert chosen.progress is progress and chosen.workdir == tmp_path
