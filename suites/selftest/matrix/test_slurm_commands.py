@@ -132,7 +132,7 @@ def test_cancel_names_exactly_the_runs_jobs(slurm: FakeSlurm) -> None:
 
 
 def test_the_clusters_size_is_its_largest_partitions_cpus(slurm: FakeSlurm) -> None:
-    slurm.says("sinfo", "0/8/0/8\n2/14/0/16\nn/a\n")
+    slurm.says("sinfo", "0/8/0/8\n2/14/0/16\nn/a\n1/2/3/x\n")
     assert total_cpus() == 16
     assert slurm.asked("sinfo")[-1] == "--noheader --format=%C"
     slurm.says("sinfo", "0/4/0/4\n")
@@ -151,3 +151,44 @@ def test_the_generic_resources_are_said_in_sinfos_words_and_counted(slurm: FakeS
     slurm.says("sinfo", "")
     assert generic_resources() == ("nothing", {})
     assert slurm.asked("sinfo")[-1] == "--noheader --format=%G"
+
+
+def test_a_job_scontrol_describes_with_few_fields_has_the_defaults() -> None:
+    from harness.executors.slurm_client import parse_scontrol, parse_squeue
+
+    assert parse_scontrol("JobId=5 JobState=PENDING") == JobState("5", "PENDING", "", "", 0, "")
+    assert parse_scontrol("JobId=5 JobState=PENDING Restarts= Reason=Priority NodeList=(null)") == JobState(
+        "5", "PENDING", "", "Priority", 0, "")
+    assert parse_scontrol("JobId=5 Reason=None") is None and parse_scontrol("JobState=RUNNING") is None
+    said = parse_squeue("6|PENDING||(null)\n|RUNNING|n1|None\n7|RUNNING|n1\n8|RUNNING|n2|None\n")
+    assert said == {"6": JobState("6", "PENDING", "", ""), "8": JobState("8", "RUNNING", "n2", "")}
+
+
+@pytest.mark.parametrize(("call", "tool", "what"), [
+    (lambda: query(["1"]), "squeue", "following the cells' jobs"),
+    (lambda: cancel(["1"]), "scancel", "cancelling the run's jobs"),
+    (lambda: total_cpus(), "sinfo", "sizing the cluster"),
+    (lambda: generic_resources(), "sinfo", "asking the cluster for its generic resources"),
+])
+def test_each_missing_command_is_named_with_what_needed_it(call, tool: str, what: str, tmp_path: Path,  # type: ignore[no-untyped-def]
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path / "nowhere"))
+    with pytest.raises(SlurmError) as missing:
+        call()
+    assert str(missing.value) == f"{tool} not found: {what} needs SLURM's client commands on PATH"
+
+
+def test_a_controller_silent_past_its_time_is_named_with_the_whole_command(slurm: FakeSlurm,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    (slurm.root / "scancel").write_text("#!/bin/sh\nexec /bin/sleep 5\n")
+    monkeypatch.setattr(slurm_client, "COMMAND_TIMEOUT", 0.2)
+    with pytest.raises(SlurmError) as silent:
+        cancel(["3", "4"])
+    assert str(silent.value) == "scancel 3 4: the controller did not answer in 0 s"
+
+
+def test_generic_resources_of_every_spelling_sinfo_uses(slurm: FakeSlurm) -> None:
+    slurm.says("sinfo", "(null)\ngpu\ngpu:tesla:2(S:0)\n,gpu:1\n")
+    assert generic_resources()[1] == {"gpu": 2}
+    slurm.says("sinfo", "mps:x\n")
+    assert generic_resources()[1] == {"mps": 1}
