@@ -117,3 +117,21 @@ def test_an_ini_file_that_does_not_parse_falls_back_to_the_next(tmp_path: Path) 
     assert test_files.files_below("tests", tmp_path) == ("tests/check_c.py",)
     _tree(tmp_path, {"pytest.ini": "[pytest]\n", "pyproject.toml": "not [toml"})
     assert "tests/test_a.py" in test_files.files_below("tests", tmp_path)
+
+
+def test_a_cell_runs_its_files_less_those_it_ignores(tmp_path: Path) -> None:
+    from harness.matrix.config import Cell
+
+    _tree(tmp_path)
+    (tmp_path / "odd=name").mkdir()
+    (tmp_path / "odd=name" / "test_q.py").write_text("def test_it():\n    pass\n")
+    cell = Cell("c", paths=("tests", "odd=name", "tests/test_a.py::test_it"),
+                pytest_args=("-m", "not slow", "--ignore=tests/deep/", "--ignore=odd=name", "--ignore=tests/b"))
+    assert test_files.cell_files(cell, tmp_path) == ("tests/b_test.py", "tests/test_a.py", "tests/test_a.py::test_it")
+
+
+def test_a_pyproject_without_pytests_table_leaves_the_next_file_to_say(tmp_path: Path) -> None:
+    _tree(tmp_path, {"pyproject.toml": '[project]\nname = "x"\n', "tox.ini": "[pytest]\npython_files = check_*.py\n"})
+    assert test_files.files_below("tests", tmp_path) == ("tests/check_c.py",)
+    _tree(tmp_path, {"pyproject.toml": '[tool.pytest]\nother = 1\n', "tox.ini": "[pytest]\npython_files = b_*.py\n"})
+    assert test_files.files_below("tests", tmp_path) == ("tests/b_test.py",)
