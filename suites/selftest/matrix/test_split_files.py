@@ -135,3 +135,6 @@ def test_a_pyproject_without_pytests_table_leaves_the_next_file_to_say(tmp_path:
     assert test_files.files_below("tests", tmp_path) == ("tests/check_c.py",)
     _tree(tmp_path, {"pyproject.toml": '[tool.pytest]\nother = 1\n', "tox.ini": "[pytest]\npython_files = b_*.py\n"})
     assert test_files.files_below("tests", tmp_path) == ("tests/b_test.py",)
+    _tree(tmp_path, {"pyproject.toml": "[tool.black]\n", "tox.ini": "[tox]\nenvlist = py311\n",
+                     "setup.cfg": "[tool:pytest]\npython_files = check_*.py\n"})
+    assert test_files.files_below("tests", tmp_path) == ("tests/check_c.py",)
