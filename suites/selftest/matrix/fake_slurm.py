@@ -44,3 +44,18 @@ def on_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> FakeSlurm:
     fake = FakeSlurm(tmp_path / "bin")
     monkeypatch.setenv("PATH", f"{fake.root}{os.pathsep}/usr/bin{os.pathsep}/bin")
     return fake
+
+
+def launcher_tools(tmp_path: Path, **scripts: str) -> dict[str, str]:
+    """An environment whose PATH holds only the given programs (name -> shell body), with the
+    launchers' cached answers forgotten, so the next probe asks these programs."""
+    from harness.matrix import launchers
+
+    fake = tmp_path / "bin"
+    fake.mkdir(exist_ok=True)
+    for name, body in scripts.items():
+        path = fake / name
+        path.write_text("#!/bin/sh\n" + body + "\n")
+        path.chmod(0o755)
+    launchers.forget_answers()
+    return {"PATH": str(fake), "SLURM_CONF": str(tmp_path / "slurm.conf")}

@@ -10,6 +10,7 @@ import os
 from pathlib import Path
 
 import pytest
+from fake_slurm import launcher_tools
 
 from harness.matrix import launchers
 from harness.matrix.launchers import (
@@ -81,15 +82,7 @@ def test_mpirun_gets_the_count_the_placement_and_the_site_arguments() -> None:
         launcher_command(LOCAL, 2, ClusterOptions(), "x", argv)
 
 
-def _tools(tmp_path: Path, **scripts: str) -> dict[str, str]:
-    fake = tmp_path / "bin"
-    fake.mkdir(exist_ok=True)
-    for name, body in scripts.items():
-        path = fake / name
-        path.write_text("#!/bin/sh\n" + body + "\n")
-        path.chmod(0o755)
-    launchers.forget_answers()
-    return {"PATH": str(fake), "SLURM_CONF": str(tmp_path / "slurm.conf")}
+_tools = launcher_tools
 
 
 @pytest.mark.parametrize(("sinfo", "said"), [

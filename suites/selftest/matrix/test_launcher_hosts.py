@@ -10,8 +10,8 @@ import os
 from pathlib import Path
 
 import pytest
+from fake_slurm import launcher_tools
 
-from harness.matrix import launchers
 from harness.matrix.launchers import (
     MPI,
     SLURM,
@@ -23,15 +23,7 @@ from harness.matrix.launchers import (
 pytestmark = pytest.mark.cell_independent
 
 
-def _tools(tmp_path: Path, **scripts: str) -> dict[str, str]:
-    fake = tmp_path / "bin"
-    fake.mkdir(exist_ok=True)
-    for name, body in scripts.items():
-        path = fake / name
-        path.write_text("#!/bin/sh\n" + body + "\n")
-        path.chmod(0o755)
-    launchers.forget_answers()
-    return {"PATH": str(fake), "SLURM_CONF": str(tmp_path / "slurm.conf")}
+_tools = launcher_tools
 
 
 UP = {"srun": "exit 0", "mpirun": "echo 'mpirun (Open MPI) 4.1.4'"}
