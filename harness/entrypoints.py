@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import functools
 import importlib
+import re
 import sys
 import tomllib
 from collections.abc import Callable
@@ -117,8 +118,9 @@ def entry_points(group: str) -> tuple[EntryPoint, ...]:
 
 
 def normal_name(name: str) -> str:
-    """A distribution's name as the metadata compares it: lower case, ``-`` for ``_``."""
-    return name.strip().lower().replace("_", "-")
+    """A distribution's name as packaging compares it (PEP 503): lower case, every run of ``-``,
+    ``_`` and ``.`` one ``-``; a project's ``My_Plug.Dist`` is the metadata's ``my-plug-dist``."""
+    return re.sub(r"[-_.]+", "-", name.strip()).lower()
 
 
 def _own_from_source(group: str) -> list[EntryPoint]:
