@@ -155,7 +155,7 @@ def cmd_list(args: argparse.Namespace) -> int:
         if s.runtime != "reference":
             print(f"{'':<{width}}  runtime: {s.runtime}; fault switch: {s.fault}")
         print(
-            f"{'':<{width}}  upstream: {', '.join(s.upstream)}; signatures: {', '.join(sig.describe() for sig in s.signatures)}"
+            f"{'':<{width}}  upstream: {', '.join(s.upstream) or 'none (found in-house)'}; signatures: {', '.join(sig.describe() for sig in s.signatures)}"
         )
         for name, needs in s.variant_needs.items():
             where = f"{' or '.join(needs.backends)} only" if needs.backends else "own needs"

@@ -322,10 +322,14 @@ def subject_of(name: str, runtime: str) -> Subject:
                        tuple(scenario.upstream_links()), searched)
     first = findings[0] if findings else None
     summary = first.summary if first else name
-    finders = ", ".join(dict.fromkeys(f"the {f.invariant} invariant" for f in findings))
+    finders = ", ".join(dict.fromkeys(f"the {f.invariant} invariant" for f in findings if not f.found_in))
     story = (f"{name}: {summary}.\n\nFound by {finders} of xharness, which checks a runtime "
              f"against rules every runtime must keep; the reproducers below are its shrunk "
              f"program, written in {runtime}'s own API.") if first else name
+    if first and first.found_in:
+        story = (f"{name}: {summary}.\n\nFound by xharness, which checks a runtime against rules every "
+                 f"runtime must keep, in its {first.found_in} (judged by its `{first.invariant}` check); "
+                 f"the reproducer below re-creates it in {runtime}'s own API on one machine.")
     links = tuple(f.upstream_link for f in findings if f.upstream_link)
     return Subject(name, summary, story, tuple(dict.fromkeys(links)), searched)
 

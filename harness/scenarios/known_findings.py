@@ -49,6 +49,9 @@ class KnownFinding:
     #: programs' tensors gone): such an invariant runs in a process of its own
     #: (``isolated_invariants``)
     poisons: bool = False
+    #: where it was found when no invariant's examples drew it (then ``invariant`` names the
+    #: check that judged it, one of ``harness.network.checks.CHECKS``): the report says so
+    found_in: str = ""
 
     @property
     def name(self) -> str:
@@ -233,6 +236,25 @@ KNOWN_FINDINGS: list[KnownFinding] = [
         "every number survives, the bits do not (float32 payloads survive)",
         match=r"only NaN payloads differ",
         id="nan-payload-resharding",
+    ),
+    # found by the launcher cells on the one-machine SLURM cluster (suites/cluster/
+    # test_coordinator_port.py); its check is the network checks' "blamed": the job that is aborted
+    # did nothing wrong, and its error blames a restart of a rank that never restarted
+    KnownFinding(
+        invariant="blamed",
+        runtime="jax",
+        upstream="none found: searched jax-ml/jax issues for 'SLURM coordinator port collision two "
+        "jobs same node', 'SLURM_JOB_ID % 4096 coordinator port', 'unexpectedly tried to connect with "
+        "a different incarnation SLURM', 'jax.distributed.initialize port already in use slurm'; the "
+        "port's formula is jax-ml/jax#12152's (SlurmCluster, 2022)",
+        summary="JAX's SLURM detection puts the coordinator on port SLURM_JOB_ID % 4096 + 61440 of the "
+        "job's first node: two jobs whose ids differ by 4096 and share that node pick one port, the "
+        "second job's coordination service starts there without an error, and the first job, which "
+        "did nothing wrong, is aborted ('unexpectedly tried to connect with a different incarnation')",
+        match=r"which did nothing wrong, was aborted|share one coordinator address",
+        id="slurm-jobs-4096-apart",
+        found_in="launcher cells on a one-machine SLURM cluster, two jobs 4096 ids apart on one node",
+        must_fail=False,  # no invariant's ready test draws it: the launcher cells and the reproducer do
     ),
 ]
 

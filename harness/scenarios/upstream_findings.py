@@ -1,4 +1,5 @@
-"""Reproducers of the known findings that no catalog scenario re-creates, in PyTorch/XLA's API.
+"""Reproducers of the known findings that no catalog scenario re-creates, each in its runtime's
+own API (PyTorch/XLA's; JAX's for two SLURM jobs that share a coordinator port).
 
 A finding of an invariant (``harness.scenarios.known_findings.KNOWN_FINDINGS``) whose mechanism is the
 runtime's own (a backend's arithmetic, a canonicalization) needs no fault switch in the reference
@@ -93,8 +94,95 @@ def subnormals_through_a_sharded_view() -> None:
         )
 
 
+# ------------------------------------------------------------------ JAX: two SLURM jobs, one port
+
+class JobAborted(InvariantViolation):
+    """A job that did nothing wrong was aborted by another job's ranks."""
+
+
+class SharedCoordinator(InvariantViolation):
+    """Two concurrent jobs' coordination services listen on one address."""
+
+
+#: one rank of a job: JAX's own SLURM detection picks the coordinator (the job's first node and a
+#: port derived from SLURM_JOB_ID), then the rank holds for argv[1] seconds and shuts down
+SLURM_RANK = """
+import sys, time
+import jax
+try:
+    jax.distributed.initialize(initialization_timeout=30)
+except Exception as exc:
+    print(f"failed: {type(exc).__name__}: {exc}", flush=True)
+    sys.exit(3)
+from jax._src import distributed
+print(f"initialized, coordinator {distributed.global_state.coordinator_address}", flush=True)
+time.sleep(float(sys.argv[1]))
+jax.distributed.shutdown()
+print("done", flush=True)
+"""
+
+
+def _slurm_job(job_id: int, hold: float) -> list:
+    """The two ranks of a one-node SLURM job on this machine, as srun would start them: only the
+    variables JAX's SLURM detection reads."""
+    import os
+    import subprocess
+    import sys
+
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "OMPI_", "PMI"))}
+    ranks = []
+    for rank in range(2):
+        env = {**base, "JAX_PLATFORMS": "cpu", "SLURM_JOB_ID": str(job_id), "SLURM_STEP_NODELIST": "localhost",
+               "SLURM_NTASKS": "2", "SLURM_PROCID": str(rank), "SLURM_LOCALID": str(rank), "SLURM_STEP_NUM_NODES": "1"}
+        ranks.append(subprocess.Popen([sys.executable, "-c", SLURM_RANK, str(hold)], env=env, text=True,
+                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT))
+    return ranks
+
+
+def _first_line(text: str, *needles: str) -> str:
+    for line in text.splitlines():
+        if any(n in line for n in needles):
+            return line.strip()[:300]
+    return ""
+
+
+def slurm_jobs_4096_apart_on_one_node() -> None:
+    """Job A (id X, two ranks) initializes and holds; job B (id X + 4096, two ranks, the same
+    first node) starts while A runs. A site's scheduler hands out such a pair after 4096
+    submissions, and two jobs share a node wherever nodes are shared."""
+    import time
+
+    first = 1000 + int(time.time()) % 3000  # another pair on every run: no port left over from the last
+    a = _slurm_job(first, hold=12.0)
+    line = a[0].stdout.readline()  # type: ignore[union-attr]
+    if not line.startswith("initialized"):
+        a_out = line + "".join(p.communicate(timeout=60)[0] for p in a)
+        raise AssertionError(f"job A ({first}) did not initialize on its own: {a_out.strip()[:400]}")
+    b = _slurm_job(first + 4096, hold=2.0)
+    b_out = [p.communicate(timeout=90)[0] for p in b]
+    a_out = [line + a[0].communicate(timeout=90)[0], a[1].communicate(timeout=90)[0]]
+    a_address = line.split("coordinator ")[-1].strip()
+    b_address = _first_line(b_out[0], "initialized").split("coordinator ")[-1]
+    aborted = [i for i, p in enumerate(a) if p.returncode != 0]
+    if aborted:
+        why = _first_line("".join(a_out), "incarnation", "unhealthy", "Terminating", "failed")
+        raise JobAborted(
+            f"job A ({first}), which did nothing wrong, was aborted (rank(s) {aborted}, exit "
+            f"{[a[i].returncode for i in aborted]}) once job B ({first + 4096}) started on its node: "
+            f"both chose the coordinator {a_address}: {why}"
+        )
+    if b_address == a_address:
+        raise SharedCoordinator(
+            f"job B ({first + 4096}) started its coordination service on {b_address}, where job A "
+            f"({first}) holds its own, without an error: two concurrent jobs share one coordinator "
+            "address (this time each job's ranks happened to reach their own service)"
+        )
+
+
 _NAN_PAYLOADS_REWRITTEN = Signature("nan-payloads-rewritten", BitsChanged, r"only NaN payloads differ")
 _SUBNORMALS_FLUSHED = Signature("subnormals-flushed", BitsChanged, r"only subnormal numbers differ")
+_JOB_ABORTED = Signature("job-aborted", JobAborted, r"which did nothing wrong, was aborted")
+_SHARED_COORDINATOR = Signature("shared-coordinator", SharedCoordinator, r"share one coordinator address")
 
 
 #: the reproducers of known findings that no catalog scenario re-creates, each named by the
@@ -107,6 +195,12 @@ FINDING_REPRODUCERS: tuple[Reproducer, ...] = (
     Reproducer(
         "subnormal-flush-sharded-view", "strided-read-of-split-value", subnormals_through_a_sharded_view,
         "the shrunk counterexample of the round-trip invariant", signatures=(_SUBNORMALS_FLUSHED,),
+    ),
+    Reproducer(
+        "slurm-jobs-4096-apart", "two-jobs-one-node", slurm_jobs_4096_apart_on_one_node,
+        "jax-ml/jax#12152 (SlurmCluster: the coordinator on port SLURM_JOB_ID % 4096 + 61440 of the "
+        "job's first node); found by the launcher cells on the one-machine SLURM cluster",
+        signatures=(_JOB_ABORTED, _SHARED_COORDINATOR), runtime="jax",
     ),
 )
 

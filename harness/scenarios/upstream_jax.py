@@ -17,6 +17,7 @@ import signal
 
 from harness.scenarios.base import InvariantViolation, Signature
 from harness.scenarios.reproducer import CrashSignature, MachineLacks, Reproducer
+from harness.scenarios.upstream_findings import FINDING_REPRODUCERS
 
 
 class HostAliased(InvariantViolation):
@@ -180,3 +181,7 @@ REPRODUCERS: tuple[Reproducer, ...] = (
                "field report; cousin of openxla/xla#22604",
                env=_EIGHT_CPUS, signatures=(_INVALID,), crashes=(_SEGV,), runtime="jax"),
 )
+
+#: what ``xharness.upstream`` registers for JAX: the catalog's triggers and the known findings'
+#: own reproducers in JAX's API (``upstream_findings``)
+TRIGGERS: tuple[Reproducer, ...] = REPRODUCERS + tuple(r for r in FINDING_REPRODUCERS if r.runtime == "jax")

@@ -755,7 +755,7 @@ REPRODUCERS: tuple[Reproducer, ...] = (
 
 #: PyTorch/XLA's triggers as the ``xharness.upstream`` group registers them (``torch_xla``): the
 #: catalog's and the known findings' own (``upstream_findings``)
-TRIGGERS: tuple[Reproducer, ...] = REPRODUCERS + FINDING_REPRODUCERS
+TRIGGERS: tuple[Reproducer, ...] = REPRODUCERS + tuple(r for r in FINDING_REPRODUCERS if r.runtime == RUNTIME)
 
 
 def _every() -> tuple[Reproducer, ...]:
