@@ -29,41 +29,42 @@ rm -rf "$docs_site"
 # The network-fault suites (suites/network) make hosts of their own in network namespaces, as
 # root, with nftables and iproute2 from the OS packages; not root, they are skipped with the reason.
 if [ "$(id -u)" = 0 ]; then bash ci/network.sh install; fi
-# pytest's exit 5 (no tests collected) fails the job like any other non-zero code. The cluster
-# suites run on their own below, one test at a time.
-.venv/bin/python -m pytest suites -q -p xdist -n 2 --ignore=suites/cluster "$@"
-# nothing of the network suites is left: no namespace, /etc/netns entry, link or nftables table
-if [ "$(id -u)" = 0 ]; then bash ci/network.sh check; fi
-
-# The example plugin as a maintainer uses it (examples/tinyjax): a fresh environment with xharness
-# and the plugin, then list, repro, run over its two cells, teeth and init, each checked (about a
-# minute and a half here, most of it pip). It runs beside the cluster suites below, which spend
-# most of their time waiting on the scheduler (time limits, a node's timeout); its output is
-# printed when both are done.
-example_log="$(mktemp)"
-bash ci/example.sh >"$example_log" 2>&1 &
-example_pid=$!
-
-# The launcher cells, the host faults, and the cells run as jobs (xharness run --on slurm, part of
+# The cluster suites (suites/cluster) spend most of their time waiting on the scheduler (time
+# limits, a node's timeout, heartbeats), so they run beside the main suites instead of after them:
+# the launcher cells, the host faults, and the cells run as jobs (xharness run --on slurm, part of
 # the default matrix against the local run, and every way a job dies) on a real SLURM cluster of
 # two nodes on this machine (ci/cluster.sh installs slurm-wlm, munge and openmpi-bin from the OS
-# packages when missing, and stops every daemon it started when this script ends): about 6
-# minutes here.
-cluster_status=0
+# packages when missing, and stops every daemon it started when this script ends): about 9
+# minutes here. Only their subshell sees the cluster's environment (SLURM_CONF, the wrappers on
+# PATH): the main suites test a machine with no cluster, as before. Their fabrics (the namespace
+# cluster's, the network suites') take numbered /24s of their own and are locked while held, so
+# neither sweeps the other's. One test at a time; their output is printed when they are done.
+cluster_status=0 cluster_pid="" cluster_log="$(mktemp)"
 if [ "$(id -u)" = 0 ]; then
   bash ci/cluster.sh start
   trap 'bash ci/cluster.sh stop' EXIT
-  eval "$(bash ci/cluster.sh env)"
-  .venv/bin/python -m pytest suites/cluster -q -p no:cacheprovider || cluster_status=$?
+  ( eval "$(bash ci/cluster.sh env)"; exec .venv/bin/python -m pytest suites/cluster -q -p no:cacheprovider ) \
+    >"$cluster_log" 2>&1 &
+  cluster_pid=$!
 else
-  echo "ci/test.sh: not root: the one-machine SLURM cluster needs root; suites/cluster not run" >&2
+  echo "ci/test.sh: not root: the one-machine SLURM cluster needs root; suites/cluster not run" >"$cluster_log"
 fi
-example_status=0
-wait "$example_pid" || example_status=$?
-cat "$example_log"
-rm -f "$example_log"
+
+# pytest's exit 5 (no tests collected) fails the job like any other non-zero code.
+main_status=0
+.venv/bin/python -m pytest suites -q -p xdist -n 2 --ignore=suites/cluster "$@" || main_status=$?
+[ -z "$cluster_pid" ] || wait "$cluster_pid" || cluster_status=$?
+cat "$cluster_log"
+rm -f "$cluster_log"
+if [ "$(id -u)" = 0 ]; then
+  bash ci/cluster.sh stop
+  trap - EXIT
+  # nothing of the network suites or the cluster is left: no namespace, /etc/netns entry, link or
+  # nftables table
+  bash ci/network.sh check
+fi
+[ "$main_status" = 0 ] || { echo "ci/test.sh: the suites failed (exit $main_status)" >&2; exit "$main_status"; }
 [ "$cluster_status" = 0 ] || { echo "ci/test.sh: suites/cluster failed (exit $cluster_status)" >&2; exit "$cluster_status"; }
-[ "$example_status" = 0 ] || { echo "ci/test.sh: ci/example.sh failed (exit $example_status)" >&2; exit "$example_status"; }
 
 # The same suites on the newest JAX the project declares, where .venv's Python resolves an older
 # one (JAX 0.11 and later need Python 3.12 or newer): that release's own cached environment on an
@@ -77,7 +78,13 @@ rm -f "$example_log"
 # JAX suites take the cores), under 2 minutes when it is reused. XHARNESS_SKIP_RELEASES=1 skips it
 # where a job of its own runs the releases (the workflow's releases job). Each writes its own log,
 # printed when both are done.
+# The example plugin as a maintainer uses it (examples/tinyjax): a fresh environment with xharness
+# and the plugin, then list, repro, run over its two cells, teeth and init, each checked (about a
+# minute and a half here, most of it pip), beside them.
 pids=() logs=() names=()
+logs+=("$(mktemp)"); names+=(ci/example.sh)
+bash ci/example.sh >"${logs[-1]}" 2>&1 &
+pids+=($!)
 if [ -z "${XHARNESS_SKIP_NEWEST:-}" ]; then
   logs+=("$(mktemp)"); names+=(ci/newest.sh)
   bash ci/newest.sh >"${logs[-1]}" 2>&1 &

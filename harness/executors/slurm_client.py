@@ -10,6 +10,7 @@ without a cluster. A command that cannot run, or a controller that does not answ
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -58,6 +59,11 @@ class JobState:
 def _run(argv: Sequence[str], what: str) -> str:
     if shutil.which(argv[0]) is None:
         raise SlurmError(f"{argv[0]} not found: {what} needs SLURM's client commands on PATH")
+    # SLURM's commands wait up to a minute for a configuration file that is not there, retrying
+    # every second, before they say so: a SLURM_CONF that names nothing is told at once
+    conf = os.environ.get("SLURM_CONF")
+    if conf and not Path(conf).is_file():
+        raise SlurmError(f"{' '.join(argv)}: SLURM_CONF={conf} names no file (the cluster's slurm.conf)")
     try:
         done = subprocess.run(list(argv), capture_output=True, text=True, timeout=COMMAND_TIMEOUT, check=False)
     except subprocess.TimeoutExpired:

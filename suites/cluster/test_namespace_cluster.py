@@ -52,8 +52,10 @@ def namespace_cluster() -> Iterator[None]:
     saved = {k: os.environ.get(k) for k in ("PATH", "SLURM_CONF")}
     _cluster("stop")
     started = _cluster("start", "--network", "namespaces")
+    number = -1
     try:
         assert started.returncode == 0, started.stderr
+        number = read_plan(CLUSTER_DIR / "fabric.json").number
         os.environ["SLURM_CONF"] = str(CLUSTER_DIR / "slurm.conf")
         os.environ["PATH"] = f"{CLUSTER_DIR / 'bin'}:{saved['PATH']}"
         forget_answers()
@@ -66,7 +68,8 @@ def namespace_cluster() -> Iterator[None]:
                 os.environ[key] = value
         forget_answers()
         stopped = _cluster("stop")
-        assert fabric.leftovers() == [], fabric.leftovers()
+        # the cluster's own fabric is gone (the network suites may hold fabrics of their own meanwhile)
+        assert not [n for n in fabric.leftovers() if n.startswith(f"xh{number}-")], fabric.leftovers()
         if was:
             again = _cluster("start", "--network", was)
             assert again.returncode == 0, again.stderr

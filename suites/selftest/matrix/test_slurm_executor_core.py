@@ -154,6 +154,7 @@ def test_no_cluster_and_a_misplaced_deadline_are_clear_errors(tmp_path: Path) ->
     done = xharness("run", "--matrix", "matrix.toml", "--on", "slurm", cwd=tmp_path, env={"SLURM_CONF": str(conf)})
     assert done.returncode == EXIT_NO_CLUSTER, done.stderr
     assert "--on slurm: no SLURM cluster answers" in done.stderr and "ci/cluster.sh start" in done.stderr
+    assert f"SLURM_CONF={conf} names no file" in done.stderr  # at once, not after sinfo's minute of retries
     assert not (tmp_path / "reports" / "junit").exists() or not any((tmp_path / "reports" / "junit").iterdir())
     done = xharness("run", "--matrix", "matrix.toml", "--deadline", "5", cwd=tmp_path)
     assert done.returncode == EXIT_USAGE and "--deadline is for cells run as jobs: add --on slurm" in done.stderr
