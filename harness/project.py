@@ -59,6 +59,8 @@ class Project:
     reports: Path | None = None
     executor: str | None = None  # "local" or "slurm"; None: the command's default (local)
     slurm: dict[str, Any] = field(default_factory=dict)  # partition, account, options, deadline (checked)
+    #: the runner labels of the workflow's cell jobs, by cell name or need (``harness.matrix.hosted``)
+    runners: dict[str, tuple[str, ...]] = field(default_factory=dict)
     table: str = ""  # the table the keys are in: "tool.xharness", or "" at an xharness.toml's top
     lines: dict[str, int] = field(default_factory=dict, compare=False)
     runtime_line: int | None = field(default=None, compare=False)  # where ``runtime`` is set
@@ -240,6 +242,7 @@ class _Checker:
             reports=self.directory("reports", table.get("reports")),
             executor=self.choice("executor", table.get("executor"), ("local", "slurm")),
             slurm=self.slurm(table.get("slurm")),
+            runners=self.runners(table.get("runners")),
             table=self.prefix,
             runtime_line=self.line_of("runtime") if runtime is not None else None,
         )
@@ -278,6 +281,21 @@ class _Checker:
         if value is not None and value not in accepted:
             raise self.fail(key, f"must be one of {', '.join(accepted)}, got {value!r}")
         return value
+
+    def runners(self, value: Any) -> dict[str, tuple[str, ...]]:
+        """``[tool.xharness.runners]``: runner labels by cell name or need, each a label or a list."""
+        if value is None:
+            return {}
+        if not isinstance(value, dict):
+            raise self.fail("runners", "must be a table: a cell's name, or gpu, tpu, slurm, mpi or "
+                            "namespaces, to a runner label or a list of labels")
+        found = {}
+        for name, labels in value.items():
+            labels = [labels] if isinstance(labels, str) else labels
+            if not (isinstance(labels, list) and labels and all(isinstance(x, str) and x.strip() for x in labels)):
+                raise self.fail(f"runners.{name}", f"must be a runner label or a non-empty list of labels, got {value[name]!r}")
+            found[name] = tuple(labels)
+        return found
 
     def slurm(self, value: Any) -> dict[str, Any]:
         """``[tool.xharness.slurm]``: the defaults of the cells' jobs."""

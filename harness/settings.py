@@ -376,6 +376,10 @@ KEYS: tuple[Setting, ...] = (
     Setting("slurm", Text("a table: partition, account, options (a list of sbatch arguments), deadline "
                           "(seconds)"), "",
             "the cells' jobs under executor = \"slurm\" (a cell's own cluster table wins)", PROJECT),
+    Setting("runners", Text("a table: a cell's name, or gpu, tpu, slurm, mpi or namespaces, to a runner label "
+                            "or a list of labels"), "",
+            "the runners of the workflow's cell jobs for cells a hosted runner cannot run (xharness cells "
+            "--github); a cell none serves is listed in the report as not run, with the reason", PROJECT),
 )
 
 ENVIRONMENT: dict[str, Setting] = {s.name: s for s in SETTINGS}

@@ -27,6 +27,7 @@ refuses: an error leaves the repository as it was.
 from __future__ import annotations
 
 import argparse
+import difflib
 import re
 import sys
 import tomllib
@@ -105,17 +106,50 @@ def cmd_init(args: argparse.Namespace) -> int:
         plans = [*([section] if section else []), file_plan(root / TEST_FILE, example_test(), args.force), flow,
                  *gitignore_plan(root)]
     for plan in plans:  # every check first: a refusal writes nothing at all
+        if plan.action == "replace":
+            old = plan.path.read_text(encoding="utf-8", errors="replace")
+            if old == plan.text:
+                print(f"xharness init: unchanged {plan.path}")
+                continue
+            print(f"xharness init: replace {plan.path}; what changes:")
+            sys.stdout.writelines(difflib.unified_diff(
+                old.splitlines(keepends=True), plan.text.splitlines(keepends=True),
+                fromfile=f"{plan.path} (before)", tofile=f"{plan.path} (now)"))
         plan.path.parent.mkdir(parents=True, exist_ok=True)
         plan.path.write_text(plan.text, encoding="utf-8")
-        print(f"xharness init: {plan.action} {plan.path}")
+        if plan.action != "replace":
+            print(f"xharness init: {plan.action} {plan.path}")
     if kept is not None and not args.workflow_only:
         print(f"xharness init: keep [tool.xharness] of {kept} as it is (init never rewrites it)")
     origin = "--python" if args.python else "the Python init runs under; --python X.Y for another"
     print(f"xharness init: the workflow sets up Python {python} ({origin}) and installs {install.requirement}")
+    print(f"xharness init: {resolved_jax(python)}")
     if install.note:
         print(f"xharness init: note: {install.note}", file=sys.stderr)
     print("next: xharness cells (what runs here), then xharness run", file=sys.stderr)
     return EXIT_OK
+
+
+def resolved_jax(python: str) -> str:
+    """What JAX the workflow's Python gets: the one this Python resolved (where it is the
+    workflow's), and the range xharness declares, from which pip takes the newest release that
+    supports that Python (JAX 0.11 and later need Python 3.12 or newer)."""
+    import importlib.metadata
+
+    declared = next((r.split(";")[0] for r in importlib.metadata.requires(OWN_DISTRIBUTION) or ()
+                     if re.match(r"jax\s*[<>=!~]", r)), "jax")
+    try:
+        here = importlib.metadata.version("jax")
+    except importlib.metadata.PackageNotFoundError:
+        here = "none"
+    mine = f"{sys.version_info.major}.{sys.version_info.minor}"
+    if python == mine:
+        return (f"JAX {here} is what Python {mine} resolved here ({declared}); the workflow's runner "
+                "resolves the newest release of that range for the same Python, so a newer one may "
+                "have come out since")
+    return (f"the workflow's Python {python} is not this one ({mine}, JAX {here}): its runner resolves "
+            f"the newest release of {declared} that Python {python} supports, which may not be the "
+            "JAX tested here")
 
 
 def install_line(given: str | None) -> install_source.InstallLine:

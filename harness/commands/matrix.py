@@ -39,7 +39,7 @@ from harness.exits import (
     EXIT_OK,
     EXIT_UNAVAILABLE,
 )
-from harness.matrix import durations, schedule, test_files
+from harness.matrix import durations, hosted, schedule, test_files
 from harness.matrix.config import (
     RELEASED_RUNTIMES,
     RUNTIMES,
@@ -108,6 +108,11 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-a
     shown.add_argument("--names", action="store_true",
                        help="print the names of the matrix's cells as one JSON array on one line, probing "
                        "nothing (what a workflow's matrix reads: fromJSON of a job's output)")
+    shown.add_argument("--github", action="store_true",
+                       help="print the workflow plan job's outputs, name=value lines for $GITHUB_OUTPUT: "
+                       "matrix (each cell a hosted runner can run, and each the project names runner "
+                       "labels for in [tool.xharness.runners]: cell and runs-on), any (true when that "
+                       "matrix has a cell) and not_run (the other cells, each with why, as JSON)")
     cells.set_defaults(handler=cells_command)
 
 
@@ -150,6 +155,13 @@ def cells_command(args: argparse.Namespace) -> int:
     matrix = _load(args.matrix)
     if args.names:  # every name `run --cells` takes as the file declares it: a runner probes its own
         print(json.dumps(list(matrix.cells)))
+        return EXIT_OK
+    if args.github:  # as the file declares them: a runner probes its own
+        placed = hosted.place(matrix.cells.values(), own.runners)
+        include = [{"cell": p.cell, "runs-on": list(p.runs_on)} for p in placed if p.runs_on]
+        print(f"matrix={json.dumps({'include': include}, separators=(',', ':'))}")
+        print(f"any={'true' if include else 'false'}")
+        print(f"not_run={json.dumps([{'cell': p.cell, 'why': p.why} for p in placed if not p.runs_on], separators=(',', ':'))}")
         return EXIT_OK
     listed = matrix.listed()
     rows = []

@@ -7,6 +7,7 @@ Unreadable input is a user error (exit 2) that names the file, and nothing is wr
 from __future__ import annotations
 
 import argparse
+import json
 from pathlib import Path
 
 from harness.errors import UsageError
@@ -51,16 +52,31 @@ def _history_dir(args: argparse.Namespace) -> Path | None:
     return args.history if args.history is not None else args.out.parent / "history"
 
 
+def _not_run(text: str | None) -> list[str]:
+    """``--not-run``: the cells no runner ran (``xharness cells --github``'s ``not_run``), as
+    the notes at the top of the page."""
+    if not text:
+        return []
+    try:
+        cells = json.loads(text)
+        if not isinstance(cells, list) or not all(isinstance(c, dict) and isinstance(c.get("why"), str) for c in cells):
+            raise ValueError("not a list of objects with a why")
+    except ValueError as exc:
+        raise _usage(f"--not-run: a JSON list of {{cell, why}} objects, as xharness cells --github "
+                     f"writes it ({exc}): {text[:200]!r}") from None
+    return [c["why"] for c in cells]
+
+
 def _html(args: argparse.Namespace) -> int:
     records, data = _load(args.junit)
-    publish(records, data, args.out, None, _history_dir(args))
+    publish(records, data, args.out, None, _history_dir(args), notes=_not_run(args.not_run))
     print(f"{args.out}: dashboard of {len(records)} test record(s)")
     return EXIT_OK
 
 
 def _summary(args: argparse.Namespace) -> int:
     records, data = _load(args.junit)
-    publish(records, data, None, args.out, None)
+    publish(records, data, None, args.out, None, notes=_not_run(args.not_run))
     print(f"{args.out}: summary of {len(records)} test record(s)")
     return EXIT_OK
 
@@ -99,6 +115,8 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
         help="run history for the trend (default: history/ next to --out)",
     )
     html.add_argument("--no-history", action="store_true", help="neither record nor show a trend")
+    html.add_argument("--not-run", default=None, metavar="JSON", help="the cells no runner ran, as xharness cells --github writes them (not_run): "
+                      "each is a note at the top of the page, with its reason")
     html.set_defaults(handler=_html)
 
     upstream = sub.add_parser(
@@ -126,6 +144,8 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
     )
     summary.add_argument("junit", type=Path, metavar="JUNIT")
     summary.add_argument("--out", type=Path, required=True, metavar="FILE")
+    summary.add_argument("--not-run", default=None, metavar="JSON", help="the cells no runner ran, as xharness cells --github writes them (not_run): "
+                      "each is a note at the top of the page, with its reason")
     summary.set_defaults(handler=_summary)
 
 

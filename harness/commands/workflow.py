@@ -3,9 +3,12 @@
 It is read as it will be written, so it stays one piece. What it must do on a hosted runner, and
 why each part is there:
 
-* the cells are the project's when the workflow runs: a first job asks ``xharness cells --names``
+* the cells are the project's when the workflow runs: a first job asks ``xharness cells --github``
   and the cell jobs' matrix is ``fromJSON`` of its answer, so a cell added to ``[tool.xharness]``
-  runs in CI with no workflow to write again;
+  runs in CI with no workflow to write again. Each cell job runs on the runner that answer names
+  (``harness.matrix.hosted``): a hosted one, or the labels ``[tool.xharness.runners]`` gives a
+  cell that needs a GPU, a TPU or a cluster; a cell no runner serves is a note, with the reason,
+  at the top of the summary and the dashboard;
 * pip is upgraded before anything is installed (the pip of an older Python rejects requirements
   a newer one accepts), and its cache and JAX's compilation cache are kept between runs with
   ``actions/cache``, so a run compiles and downloads what changed only (JAX's under a key with the
@@ -40,6 +43,20 @@ def _uses(action: str) -> str:
     return f"{action}@{sha} # {tag}"
 
 
+#: the install line as the pip just upgraded reads it: an older pip rejects lines a newer one
+#: takes, and this says which line and why before pip's own resolver errors
+_CHECK_LINE = """          python - <<'EOF'
+          import os, sys
+          from pip._vendor.packaging.requirements import InvalidRequirement, Requirement
+          line = os.environ["XHARNESS"]
+          try:
+              Requirement(line)
+          except InvalidRequirement as exc:
+              sys.exit(f"the install line {line!r} does not parse with this pip: {exc}")
+          EOF
+"""
+
+
 def _setup_steps(python: str) -> str:
     """The steps every job that runs the project starts with: the checkout, Python, pip's cache,
     a current pip, the same xharness as where ``init`` ran, and the repository's own
@@ -60,7 +77,7 @@ def _setup_steps(python: str) -> str:
       - name: Install
         run: |
           python -m pip install --upgrade pip
-          python -m pip install "$XHARNESS"
+{_CHECK_LINE}          python -m pip install "$XHARNESS"
           if [ -f pyproject.toml ] && grep -q '^\\[project\\]' pyproject.toml; then python -m pip install -e .; fi"""
 
 
@@ -97,7 +114,7 @@ def workflow(python: str, install: install_source.InstallLine | None = None, run
              "directory": "the directory xharness was installed from where `xharness init` ran",
              "archive": "the archive xharness was installed from where `xharness init` ran"}[install.source]
     teeth = _teeth_job(python, runtime) if runtime and runtime != "reference" else ""
-    needs = "[cells, teeth]" if teeth else "[cells]"
+    needs = f"[{PLAN_JOB}, cells, teeth]" if teeth else f"[{PLAN_JOB}, cells]"
     return _header(install, where) + _plan_job(python) + _cells_job(python) + teeth + _report_job(python, needs)
 
 
@@ -130,14 +147,16 @@ def _plan_job(python: str) -> str:
     runs-on: ubuntu-latest
     timeout-minutes: 15
     outputs:
-      cells: ${{{{ steps.cells.outputs.cells }}}}
+      matrix: ${{{{ steps.cells.outputs.matrix }}}}
+      any: ${{{{ steps.cells.outputs.any }}}}
+      not_run: ${{{{ steps.cells.outputs.not_run }}}}
     steps:
 {_setup_steps(python)}
-      - name: The cells of [tool.xharness]
+      # each cell and its runner: a hosted one, or the labels [tool.xharness.runners] names for a
+      # cell that needs a GPU, a TPU or a cluster; the cells none serves, with the reason
+      - name: The cells of [tool.xharness] and their runners
         id: cells
-        run: |
-          cells="$(xharness cells --names)"
-          echo "cells=$cells" >> "$GITHUB_OUTPUT"
+        run: xharness cells --github >> "$GITHUB_OUTPUT"
 
 """
 
@@ -148,12 +167,12 @@ def _cells_job(python: str) -> str:
     permissions:
       contents: read
     needs: {PLAN_JOB}
-    runs-on: ubuntu-latest
+    if: needs.{PLAN_JOB}.outputs.any == 'true'
+    runs-on: ${{{{ matrix.runs-on }}}}
     timeout-minutes: 60
     strategy:
       fail-fast: false
-      matrix:
-        cell: ${{{{ fromJSON(needs.{PLAN_JOB}.outputs.cells) }}}}
+      matrix: ${{{{ fromJSON(needs.{PLAN_JOB}.outputs.matrix) }}}}
     name: cell ${{{{ matrix.cell }}}}
     steps:
 {_setup_steps(python)}
@@ -201,7 +220,7 @@ def _report_job(python: str, needs: str) -> str:
       - name: Install
         run: |
           python -m pip install --upgrade pip
-          python -m pip install "$XHARNESS"
+{_CHECK_LINE}          python -m pip install "$XHARNESS"
       - name: Download every cell's JUnit
         uses: {_uses("actions/download-artifact")}
         with:
@@ -209,10 +228,12 @@ def _report_job(python: str, needs: str) -> str:
           path: artifacts/junit
           merge-multiple: true
       - name: Merge, dashboard and summary
+        env:
+          NOT_RUN: ${{{{ needs.{PLAN_JOB}.outputs.not_run }}}}
         run: |
           xharness report merge artifacts/junit --out reports/junit.xml
-          xharness report html reports/junit.xml --out reports/index.html
-          xharness report summary reports/junit.xml --out reports/summary.md
+          xharness report html reports/junit.xml --out reports/index.html --not-run "$NOT_RUN"
+          xharness report summary reports/junit.xml --out reports/summary.md --not-run "$NOT_RUN"
           cat reports/summary.md >> "$GITHUB_STEP_SUMMARY"
       - name: Upload the dashboard
         if: always()

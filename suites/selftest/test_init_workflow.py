@@ -6,9 +6,11 @@ under, keeps pip's and JAX's caches, and ``init`` never rewrites a maintainer's
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -46,10 +48,13 @@ def test_the_cell_jobs_take_their_cells_from_the_project(tmp_path: Path, monkeyp
     assert _init(tmp_path, "--install", USABLE) == 0
     flow = _flow(tmp_path)
     plan, cells = flow["jobs"][PLAN_JOB], flow["jobs"]["cells"]
-    assert 'cells="$(xharness cells --names)"' in plan["steps"][-1]["run"]
-    assert plan["outputs"]["cells"] == "${{ steps.cells.outputs.cells }}"
-    assert cells["needs"] == PLAN_JOB
-    assert cells["strategy"]["matrix"]["cell"] == f"${{{{ fromJSON(needs.{PLAN_JOB}.outputs.cells) }}}}"
+    assert plan["steps"][-1]["run"] == 'xharness cells --github >> "$GITHUB_OUTPUT"'
+    assert plan["outputs"]["matrix"] == "${{ steps.cells.outputs.matrix }}"
+    assert cells["needs"] == PLAN_JOB and cells["if"] == f"needs.{PLAN_JOB}.outputs.any == 'true'"
+    assert cells["strategy"]["matrix"] == f"${{{{ fromJSON(needs.{PLAN_JOB}.outputs.matrix) }}}}"
+    assert cells["runs-on"] == "${{ matrix.runs-on }}"
+    report = flow["jobs"]["report"]
+    assert report["steps"][-2]["env"]["NOT_RUN"] == f"${{{{ needs.{PLAN_JOB}.outputs.not_run }}}}"
     assert "cpu-1" not in (tmp_path / starter.WORKFLOW_FILE).read_text()
     # a cell the maintainer adds later is in what the first job answers, with no new workflow
     pyproject.write_text(pyproject.read_text() + EXTRA_CELL)
@@ -58,6 +63,47 @@ def test_the_cell_jobs_take_their_cells_from_the_project(tmp_path: Path, monkeyp
     assert cli.main(["cells", "--names"]) == 0
     out = capsys.readouterr().out
     assert out.count("\n") == 1 and json.loads(out) == ["cpu-1", "cpu-8", "cpu-4"]
+    assert cli.main(["cells", "--github"]) == 0
+    outputs = dict(line.split("=", 1) for line in capsys.readouterr().out.splitlines())
+    assert json.loads(outputs["matrix"]) == {"include": [{"cell": c, "runs-on": ["ubuntu-latest"]}
+                                                         for c in ("cpu-1", "cpu-8", "cpu-4")]}
+    assert outputs["any"] == "true" and json.loads(outputs["not_run"]) == []
+
+
+def test_cells_a_hosted_runner_lacks_go_to_the_named_runners_or_are_listed_as_not_run(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "pyproject.toml").write_text(textwrap.dedent("""
+        [tool.xharness]
+        runners = { gpu = ["self-hosted", "gpu"], "cpu-2x2-mpi" = "mpi-box" }
+        cells = [
+          { name = "cpu-2", devices = 2 },
+          { name = "gpu-1", backend = "gpu" },
+          { name = "tpu-4", backend = "tpu", devices = 4 },
+          { name = "cpu-2x2-slurm", devices = 2, processes = 2, launcher = "slurm" },
+          { name = "cpu-2x2-mpi", devices = 2, processes = 2, launcher = "mpi" },
+        ]
+    """))
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["cells", "--github"]) == 0
+    outputs = dict(line.split("=", 1) for line in capsys.readouterr().out.splitlines())
+    assert json.loads(outputs["matrix"])["include"] == [
+        {"cell": "cpu-2", "runs-on": ["ubuntu-latest"]}, {"cell": "gpu-1", "runs-on": ["self-hosted", "gpu"]},
+        {"cell": "cpu-2x2-mpi", "runs-on": ["mpi-box"]}]
+    not_run = json.loads(outputs["not_run"])
+    assert [c["cell"] for c in not_run] == ["tpu-4", "cpu-2x2-slurm"]
+    assert "needs a TPU, which a hosted runner lacks" in not_run[0]["why"]
+    assert "a SLURM cluster" in not_run[1]["why"] and "[tool.xharness.runners]" in not_run[1]["why"]
+    # the report job's summary and dashboard carry them as notes
+    junit = tmp_path / "junit.xml"
+    junit.write_text('<testsuites><testsuite name="cpu-2" tests="1"><testcase classname="t" name="a" '
+                     'time="0.1"/></testsuite></testsuites>')
+    assert cli.main(["report", "summary", str(junit), "--out", "s.md", "--not-run", outputs["not_run"]]) == 0
+    assert "cell tpu-4 not run: it needs a TPU" in (tmp_path / "s.md").read_text()
+    assert cli.main(["report", "summary", str(junit), "--out", "s.md", "--not-run", "[1]"]) == 2
+    assert "--not-run: a JSON list" in capsys.readouterr().err
+    (tmp_path / "pyproject.toml").write_text('[tool.xharness]\nrunners = { gpu = [] }\n')
+    assert cli.main(["cells", "--github"]) == 2
+    assert "runners.gpu: must be a runner label or a non-empty list" in capsys.readouterr().err
 
 
 def test_force_never_rewrites_the_section_and_workflow_only_writes_the_workflow(
@@ -88,6 +134,14 @@ def test_force_never_rewrites_the_section_and_workflow_only_writes_the_workflow(
     assert f"replace {tmp_path / starter.WORKFLOW_FILE}" in out and out.count("xharness init: replace") == 1
     assert 'XHARNESS: "xharness==9.9"' in (tmp_path / starter.WORKFLOW_FILE).read_text()
     assert example.read_text() == "# my own edits\n" and pyproject.read_text() == mine
+    # what changes is shown as a diff; a second run changes nothing and says so
+    assert "-stale\n" in out and '+  XHARNESS: "xharness==9.9"\n' in out
+    assert _init(tmp_path, "--workflow-only", "--install", "xharness==9.10") == 0
+    out = capsys.readouterr().out
+    assert '-  XHARNESS: "xharness==9.9"\n+  XHARNESS: "xharness==9.10"\n' in out
+    assert len([ln for ln in out.splitlines() if ln.startswith("-") and not ln.startswith("---")]) == 1
+    assert _init(tmp_path, "--workflow-only", "--install", "xharness==9.10") == 0
+    assert f"unchanged {tmp_path / starter.WORKFLOW_FILE}" in capsys.readouterr().out
 
 
 def test_the_workflow_tests_the_runtime_the_kept_section_names(tmp_path: Path) -> None:
@@ -174,3 +228,31 @@ def test_the_workflow_is_valid_and_zizmor_clean(tmp_path: Path) -> None:
     done = subprocess.run([str(_tool("check-jsonschema")), "--builtin-schema", "vendor.github-workflows",
                            str(flows / "xharness.yml")], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_the_install_step_says_when_its_pip_cannot_read_the_install_line(tmp_path: Path) -> None:
+    """The check the Install step runs after upgrading pip, as its own pip reads the line."""
+    import subprocess
+    import sys
+
+    assert _init(tmp_path, "--install", USABLE) == 0
+    (install,) = [s for s in _flow(tmp_path)["jobs"][PLAN_JOB]["steps"] if s.get("name") == "Install"]
+    check = install["run"].split("<<'EOF'\n", 1)[1].split("\nEOF\n", 1)[0]
+    for line, ok in ((USABLE, True), ("xharness ==", False), ("xharness @", False)):
+        done = subprocess.run([sys.executable, "-c", check], env={**os.environ, "XHARNESS": line},
+                              capture_output=True, text=True)
+        assert (done.returncode == 0) == ok, (line, done.stderr)
+        if not ok:
+            assert f"the install line {line!r} does not parse with this pip" in done.stderr
+
+
+def test_init_says_which_jax_the_workflows_python_resolves(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import re
+    import sys
+
+    mine = f"{sys.version_info.major}.{sys.version_info.minor}"
+    assert _init(tmp_path / "same", "--install", USABLE) == 0
+    assert re.search(rf"JAX [\d.]+ is what Python {mine} resolved here \(jax[<>=,.\d]+\)", capsys.readouterr().out)
+    assert _init(tmp_path / "other", "--install", USABLE, "--python", "3.99") == 0
+    out = capsys.readouterr().out
+    assert f"the workflow's Python 3.99 is not this one ({mine}, JAX " in out and "may not be the JAX tested here" in out

@@ -115,6 +115,9 @@ class Replay:
 
 def _value(expr: str, context: dict, root: Path) -> object:
     """An expression of the few kinds the workflow uses: a function call, a string, a context path."""
+    equal = re.fullmatch(r"(.+?) == (.+)", expr)
+    if equal:
+        return _value(equal[1].strip(), context, root) == _value(equal[2].strip(), context, root)
     call = re.fullmatch(r"(\w+)\((.*)\)", expr)
     if call and call[1] == "fromJSON":
         return json.loads(str(_value(call[2], context, root)))
@@ -182,7 +185,7 @@ def _run_job(replay: Replay, name: str, context: dict, label: str) -> dict[str, 
     env = dict(replay.env)
     env.update({k: _sub(str(v), context, job_dir) for k, v in {**replay.flow.get("env", {}),
                                                               **job.get("env", {})}.items()})
-    env["XHARNESS"] = str(replay.wheel)  # what this checkout's wheel stands in for
+    env["XHARNESS"] = f"xharness @ {replay.wheel.as_uri()}"  # this checkout's wheel stands in for the line
     context = {**context, "steps": {}, "env": env}
     failed, caches = False, []
     started = time.monotonic()
@@ -229,10 +232,14 @@ def _replay(replay: Replay) -> None:
     for name, job in replay.flow["jobs"].items():
         needs = job.get("needs", [])
         assert set([needs] if isinstance(needs, str) else needs) <= set(context["needs"]), name
-        matrix = job.get("strategy", {}).get("matrix", {})
-        rows = [{"cell": c} for c in _value(_EXPR.sub(r"\1", matrix["cell"]), context, replay.work)] \
-            if matrix else [{}]
+        if "if" in job and not _value(_EXPR.sub(r"\1", str(job["if"])), context, replay.work):
+            context["needs"][name] = {"outputs": {}, "result": "skipped"}
+            continue
+        matrix = job.get("strategy", {}).get("matrix", "")
+        rows = _value(_EXPR.sub(r"\1", matrix), context, replay.work)["include"] if matrix else [{}]
         for row in rows:
+            if row:  # a hosted runner's cell: what this machine stands in for
+                assert _sub(job["runs-on"], {**context, "matrix": row}, replay.work) == str(["ubuntu-latest"]), row
             label = f"{name}-{row['cell']}" if row else name
             steps = _run_job(replay, name, {**context, "matrix": row}, label)
             outputs = {k: _sub(str(v), {**context, "steps": steps}, replay.work)
