@@ -46,3 +46,26 @@ def test_a_message_that_says_something_is_kept_as_it_is() -> None:
     assert headline("assert 1 == 2", "E   assert 1 == 2") == "assert 1 == 2"
     assert headline("ValueError: bad axis\nmore", "") == "ValueError: bad axis\nmore"
     assert _failed("", "").final.message == "call failed"  # nothing said anywhere: the phase
+
+
+#: an invariant's failure as pytest reports it: hypothesis' note of the shrunk example after it
+INVARIANT_MESSAGE = (
+    "AssertionError: a read whose wait timed out returned [3.0, 3.0], not [4.0, 4.0]\n"
+    "Failing test case: run_example(\n"
+    "    example={\n"
+    "        'shape': (2,),\n"
+    "        'steps': 3,\n"
+    "        'slow': True,  # or any other generated value\n"
+    "    },\n"
+    ")\n\nYou can reproduce this test case by temporarily adding @reproduce_failure('6.1', b'AAA') ...")
+
+
+def test_an_invariants_message_ends_with_its_shrunk_example_on_one_line() -> None:
+    first = headline(INVARIANT_MESSAGE, "").splitlines()[0]
+    assert first == ("AssertionError: a read whose wait timed out returned [3.0, 3.0], not [4.0, 4.0] "
+                     "(shrunk example: run_example(example={'shape': (2,), 'steps': 3, 'slow': True}))")
+    # older hypothesis says "Falsifying example", and the note may be only in the report's E lines
+    report = "\n".join(f"E       {line}" for line in INVARIANT_MESSAGE.replace("Failing test case", "Falsifying example").splitlines())
+    first = headline("AssertionError: a read whose wait timed out", report).splitlines()[0]
+    assert first.endswith("(shrunk example: run_example(example={'shape': (2,), 'steps': 3, 'slow': True}))")
+    assert headline("AssertionError: plain", "E   AssertionError: plain") == "AssertionError: plain"
