@@ -88,10 +88,22 @@ def _runner() -> tuple[list[str], str]:
         return [], "runs as this user, who is not root"
     user = next((u.pw_name for u in pwd.getpwall() if 1000 <= u.pw_uid < 65534 and u.pw_dir.startswith("/home/")),
                 None)
-    if user is None or shutil.which("sudo") is None:
-        why = "no sudo" if shutil.which("sudo") is None else "no user but root to run as"
-        return [], f"runs as root: {why}"
-    return ["sudo", "-E", "-u", user, "env", f"PATH={os.environ['PATH']}"], f"runs as {user}, through sudo"
+    if user is None:
+        return [], "runs as root: no user but root to run as"
+    if shutil.which("sudo") is not None:
+        prefix, how = ["sudo", "-E", "-u", user, "env"], "sudo"
+    elif shutil.which("runuser") is not None:  # util-linux's, where sudo is not installed
+        prefix, how = ["runuser", "-m", "-u", user, "--", "env"], "runuser"
+    else:
+        return [], "runs as root: neither sudo nor runuser"
+    # the interpreter must be the user's to run too (a Python under root's home is not)
+    python = os.path.realpath(sys.executable)
+    tried = subprocess.run([*prefix, python, "-c", "import sysconfig; sysconfig.get_paths()"],
+                           capture_output=True, text=True, timeout=60)
+    if tried.returncode != 0:
+        said = (tried.stderr.strip().splitlines() or [f"exit {tried.returncode}"])[-1]
+        return [], f"runs as root: {user} cannot run this Python ({python}: {said})"
+    return prefix, f"runs as {user}, through {how}"
 
 
 @dataclass
@@ -215,7 +227,9 @@ def _shell(replay: Replay, step: dict, context: dict, job_dir: Path, env: dict[s
     script.write_text(_sub(step["run"], context, job_dir))
     step_env = {**env, **{k: _sub(str(v), context, job_dir) for k, v in step.get("env", {}).items()},
                 "GITHUB_OUTPUT": str(output), "GITHUB_STEP_SUMMARY": str(job_dir.parent / "summary.md")}
-    done = subprocess.run([*replay.sudo, "bash", "--noprofile", "--norc", "-eo", "pipefail", str(script)],
+    # sudo resets PATH (secure_path): the step's own, setup-python's directory first, is given again
+    as_user = [*replay.sudo, f"PATH={step_env['PATH']}"] if replay.sudo else []
+    done = subprocess.run([*as_user, "bash", "--noprofile", "--norc", "-eo", "pipefail", str(script)],
                           cwd=job_dir, env=step_env, capture_output=True, text=True, timeout=600)
     print(f"--- {job_dir.name}: {step.get('name', step['run'][:60])} (exit {done.returncode})\n"
           f"{done.stdout[-2000:]}{done.stderr[-2000:]}")
