@@ -34,11 +34,10 @@ if [ "$(id -u)" = 0 ]; then bash ci/network.sh install; fi
 # the launcher cells, the host faults, and the cells run as jobs (xharness run --on slurm, part of
 # the default matrix against the local run, and every way a job dies) on a real SLURM cluster of
 # two nodes on this machine (ci/cluster.sh installs slurm-wlm, munge and openmpi-bin from the OS
-# packages when missing, and stops every daemon it started when this script ends): about 9
+# packages when missing, and stops every daemon it started when this script ends): about 11
 # minutes here. Only their subshell sees the cluster's environment (SLURM_CONF, the wrappers on
-# PATH): the main suites test a machine with no cluster, as before. Their fabrics (the namespace
-# cluster's, the network suites') take numbered /24s of their own and are locked while held, so
-# neither sweeps the other's. One test at a time; their output is printed when they are done.
+# PATH): the main suites test a machine with no cluster, as before. One test at a time; their
+# output is printed when they are done.
 cluster_status=0 cluster_pid="" cluster_log="$(mktemp)"
 if [ "$(id -u)" = 0 ]; then
   bash ci/cluster.sh start
@@ -50,21 +49,46 @@ else
   echo "ci/test.sh: not root: the one-machine SLURM cluster needs root; suites/cluster not run" >"$cluster_log"
 fi
 
-# pytest's exit 5 (no tests collected) fails the job like any other non-zero code.
+# pytest's exit 5 (no tests collected) fails the job like any other non-zero code. The network
+# suites run after the cluster's: the cluster rewrites /etc/hosts for its nodes (and its namespace
+# test makes and removes a fabric of its own), which a rank of theirs resolving its own hostname
+# at that moment does not survive.
 main_status=0
-.venv/bin/python -m pytest suites -q -p xdist -n 2 --ignore=suites/cluster "$@" || main_status=$?
+.venv/bin/python -m pytest suites -q -p xdist -n 2 --ignore=suites/cluster --ignore=suites/network "$@" \
+  || main_status=$?
 [ -z "$cluster_pid" ] || wait "$cluster_pid" || cluster_status=$?
 cat "$cluster_log"
 rm -f "$cluster_log"
 if [ "$(id -u)" = 0 ]; then
   bash ci/cluster.sh stop
   trap - EXIT
-  # nothing of the network suites or the cluster is left: no namespace, /etc/netns entry, link or
-  # nftables table
-  bash ci/network.sh check
 fi
 [ "$main_status" = 0 ] || { echo "ci/test.sh: the suites failed (exit $main_status)" >&2; exit "$main_status"; }
 [ "$cluster_status" = 0 ] || { echo "ci/test.sh: suites/cluster failed (exit $cluster_status)" >&2; exit "$cluster_status"; }
+
+# The example plugin as a maintainer uses it (examples/tinyjax): a fresh environment with xharness
+# and the plugin, then list, repro, run over its two cells, teeth and init, each checked (about a
+# minute and a half here, most of it pip), and the PyTorch/XLA release leg below (mostly pip when
+# its environment is built) start now, beside the network suites.
+pids=() logs=() names=()
+logs+=("$(mktemp)"); names+=(ci/example.sh)
+bash ci/example.sh >"${logs[-1]}" 2>&1 &
+pids+=($!)
+if [ -z "${XHARNESS_SKIP_RELEASES:-}" ]; then
+  logs+=("$(mktemp)"); names+=("ci/releases.sh 2.9.0")
+  bash ci/releases.sh 2.9.0 >"${logs[-1]}" 2>&1 &
+  pids+=($!)
+fi
+
+# The network-fault suites (suites/network): hosts of their own in network namespaces, as root,
+# with nftables and iproute2 from the OS packages; not root, they are skipped with the reason.
+network_status=0
+.venv/bin/python -m pytest suites/network -q -p xdist -n 2 "$@" || network_status=$?
+# nothing of the network suites or the cluster is left: no namespace, /etc/netns entry, link or
+# nftables table
+if [ "$(id -u)" = 0 ]; then bash ci/network.sh check; fi
+failed=0
+[ "$network_status" = 0 ] || { echo "ci/test.sh: suites/network failed (exit $network_status)" >&2; failed=$network_status; }
 
 # The same suites on the newest JAX the project declares, where .venv's Python resolves an older
 # one (JAX 0.11 and later need Python 3.12 or newer): that release's own cached environment on an
@@ -72,30 +96,17 @@ fi
 # 7 minutes here. XHARNESS_SKIP_NEWEST=1 skips it where another job runs on that Python (the
 # workflow's Python 3.13 leg).
 #
-# Beside it, the catalog and the adapter tests against a real PyTorch/XLA release, in that
-# release's own cached environment (~/.cache/xharness/envs, or XHARNESS_ENV_DIR): about 5 minutes
-# more when the environment has to be built (most of it pip, which waits on the disk while the
-# JAX suites take the cores), under 2 minutes when it is reused. XHARNESS_SKIP_RELEASES=1 skips it
-# where a job of its own runs the releases (the workflow's releases job). Each writes its own log,
-# printed when both are done.
-# The example plugin as a maintainer uses it (examples/tinyjax): a fresh environment with xharness
-# and the plugin, then list, repro, run over its two cells, teeth and init, each checked (about a
-# minute and a half here, most of it pip), beside them.
-pids=() logs=() names=()
-logs+=("$(mktemp)"); names+=(ci/example.sh)
-bash ci/example.sh >"${logs[-1]}" 2>&1 &
-pids+=($!)
+# Beside it, what started before the network suites: the example plugin, and the catalog and the
+# adapter tests against a real PyTorch/XLA release, in that release's own cached environment
+# (~/.cache/xharness/envs, or XHARNESS_ENV_DIR): about 5 minutes when the environment has to be
+# built (most of it pip, which waits on the disk), under 2 minutes when it is reused.
+# XHARNESS_SKIP_RELEASES=1 skips it where a job of its own runs the releases (the workflow's
+# releases job). Each writes its own log, printed when all are done.
 if [ -z "${XHARNESS_SKIP_NEWEST:-}" ]; then
   logs+=("$(mktemp)"); names+=(ci/newest.sh)
   bash ci/newest.sh >"${logs[-1]}" 2>&1 &
   pids+=($!)
 fi
-if [ -z "${XHARNESS_SKIP_RELEASES:-}" ]; then
-  logs+=("$(mktemp)"); names+=("ci/releases.sh 2.9.0")
-  bash ci/releases.sh 2.9.0 >"${logs[-1]}" 2>&1 &
-  pids+=($!)
-fi
-failed=0
 for i in "${!pids[@]}"; do
   status=0
   wait "${pids[$i]}" || status=$?

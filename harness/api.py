@@ -16,7 +16,12 @@ plugin's ``nemesis`` fixture) with a ``JobSpec``; docs/how-to/network-faults.md 
 A runtime's upstream triggers (``Reproducer``, judged by a ``Signature`` or a ``CrashSignature``;
 ``MachineLacks`` skips one this machine cannot host) are registered as a tuple in a fourth group,
 ``xharness.upstream``, named by the runtime: ``xharness report upstream ID --runtime NAME`` then
-writes the ready-to-file report of the runtime's own bug.
+writes the ready-to-file report of the runtime's own bug. The bugs a check found in the runtime
+(``KnownFinding``: the invariant, the upstream issue or the searches that found none, a summary,
+the failure's pattern, and an ``id`` its trigger and its rows in the project's expected table carry)
+are registered as a tuple in a fifth group, ``xharness.findings``, named by the runtime: the
+invariant's ready test then expects the failure on the releases the rows say carry it, and the
+dashboard and the summary list it with its report.
 """
 
 from __future__ import annotations
@@ -65,6 +70,7 @@ from harness.network import (
 from harness.network import Fault as NetworkFault
 from harness.properties.base import Invariant
 from harness.scenarios.base import Context, InvariantViolation, Needs, Scenario, Signature
+from harness.scenarios.known_findings import KnownFinding
 from harness.scenarios.reproducer import CrashSignature, MachineLacks, Reproducer
 
 __all__ = [
@@ -108,6 +114,7 @@ __all__ = [
     "CrashSignature",
     "Invariant",
     "InvariantViolation",
+    "KnownFinding",
     "MachineLacks",
     "Needs",
     "Reproducer",

@@ -1,10 +1,11 @@
 """Plugins: what installed distributions register with the harness through entry points.
 
-Four groups extend the harness without forking it, the way ``pytest11`` extends pytest:
+Five groups extend the harness without forking it, the way ``pytest11`` extends pytest:
 ``xharness.runtimes`` (``name = "pkg.module:AdapterClass"``), ``xharness.scenarios``
 (``id = "pkg.module:SCENARIO"``), ``xharness.invariants`` (``id = "pkg.module:INVARIANT"``) and
 ``xharness.upstream`` (``runtime = "pkg.module:TRIGGERS"``: the runtime's upstream triggers, what
-``xharness report upstream`` files). The harness registers its own runtimes, scenarios, invariants
+``xharness report upstream`` files) and ``xharness.findings`` (``runtime = "pkg.module:FINDINGS"``:
+the bugs the checks found in that runtime, ``harness.api.KnownFinding``). The harness registers its own runtimes, scenarios, invariants
 and triggers through the same groups in its ``pyproject.toml``, so a built-in item and a plugin's
 are found, loaded and checked by one path.
 
@@ -34,7 +35,9 @@ from typing import Any
 RUNTIMES, SCENARIOS, INVARIANTS = "xharness.runtimes", "xharness.scenarios", "xharness.invariants"
 #: a runtime's upstream triggers (``harness.scenarios.triggers``), named by the runtime
 UPSTREAM = "xharness.upstream"
-GROUPS = (RUNTIMES, SCENARIOS, INVARIANTS, UPSTREAM)
+#: a runtime's known findings (``harness.scenarios.known_findings``), named by the runtime
+FINDINGS = "xharness.findings"
+GROUPS = (RUNTIMES, SCENARIOS, INVARIANTS, UPSTREAM, FINDINGS)
 #: the distribution whose entry points are the built-in items; its items win a clash of names
 OWN_DISTRIBUTION = "xharness"
 

@@ -312,9 +312,9 @@ def subject_of(name: str, runtime: str) -> Subject:
     found it, with every known finding's upstream search (``KnownFinding.upstream``)."""
     from harness.scenarios import registry
     from harness.scenarios import upstream_torch_xla as upstream
-    from harness.scenarios.known_findings import KNOWN_FINDINGS
+    from harness.scenarios.known_findings import all_findings
 
-    findings = [f for f in KNOWN_FINDINGS if f.name == name and f.runtime == runtime]
+    findings = [f for f in all_findings() if f.name == name and f.runtime == runtime]
     searched = tuple(dict.fromkeys(f.upstream for f in findings))
     if name not in upstream.finding_names():
         scenario = registry.get(name)

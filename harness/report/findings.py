@@ -50,6 +50,16 @@ def source_root() -> Path:
     return Path(harness.__file__).resolve().parent.parent
 
 
+def _project_root() -> Path:
+    """The project's directory (``[tool.xharness]``'s), else the working directory."""
+    from harness import project
+
+    try:
+        return project.load().root
+    except project.ProjectError:
+        return Path.cwd()
+
+
 def report_files(name: str, runtime: str, root: Path | None = None) -> list[str]:
     """The committed reports of one finding, newest release last."""
     folder = (root or source_root()) / UPSTREAM_REPORTS
@@ -68,18 +78,20 @@ def _version(text: str) -> tuple[int, Version | str]:
 
 def finding_rows(root: Path | None = None) -> list[FindingRow]:
     """Every known finding, once per bug, in declaration order."""
-    from harness.scenarios.known_findings import KNOWN_FINDINGS, expected_table
+    from harness.scenarios.known_findings import HARNESS_RUNTIMES, all_findings, table_of
 
-    table = expected_table()
     rows: dict[tuple[str, str, str], FindingRow] = {}  # one per bug: name, runtime, backend
-    for finding in KNOWN_FINDINGS:
+    for finding in all_findings():
+        table = table_of(finding.runtime)
+        # a plugin's reports are its project's, written where report upstream writes them
+        where = root if root is not None or finding.runtime in HARNESS_RUNTIMES else _project_root()
         key = (finding.name, finding.runtime, finding.backend)
         if key in rows:
             old = rows[key]
             rows[key] = replace(old, found_by=(*old.found_by, finding.invariant))
             continue
         ranges = table.reproduced_ranges(finding.runtime, finding.name, finding.backend) if finding.name else []
-        reports = report_files(finding.name, finding.runtime, root) if finding.name else []
+        reports = report_files(finding.name, finding.runtime, where) if finding.name else []
         rows[key] = FindingRow(
             name=finding.name,
             runtime=finding.runtime,

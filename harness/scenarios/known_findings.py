@@ -66,10 +66,80 @@ class KnownFinding:
     def holds_on(self, version: str) -> bool:
         """Whether this release carries it: the expected-outcomes table's rows of ``name`` say so.
         A release no row covers (nobody measured it) may carry it too."""
-        return expected_table().carries(self.runtime, version, self.name) is not False
+        return table_of(self.runtime).carries(self.runtime, version, self.name) is not False
 
     def explains(self, leaf: BaseException) -> bool:
         return not self.match or re.search(self.match, f"{type(leaf).__name__}: {leaf}") is not None
+
+
+#: the runtimes whose rows are the harness' own table; every other runtime is a plugin's, whose
+#: rows are its project's (``[tool.xharness] expected``)
+HARNESS_RUNTIMES = ("jax", "torch_xla")
+
+
+def table_of(runtime: str) -> Any:
+    """The expected-outcomes table whose rows say which releases of ``runtime`` carry a finding."""
+    return expected_table() if runtime in HARNESS_RUNTIMES else project_table()
+
+
+def names() -> tuple[str, ...]:
+    """What a table's rows and a trigger may name beside the scenarios: every known finding that
+    no catalog scenario reproduces (the harness' and the plugins')."""
+    from harness.scenarios import upstream_findings
+
+    return tuple(dict.fromkeys((*upstream_findings.finding_names(), *(f.id for f in plugin_findings() if f.id))))
+
+
+@functools.cache
+def project_table() -> Any:
+    """The project's expected-outcomes table (``[tool.xharness] expected``), read once per
+    process; an empty one where the project names none (every outcome is then unexpected)."""
+    from harness import entrypoints, project
+    from harness.scenarios import expected
+
+    own = project.load()
+    if own.expected is None:
+        return expected.ExpectedTable(own.root / "(no expected table: [tool.xharness] expected)", ())
+    scenarios = tuple(e.name for e in entrypoints.entry_points(entrypoints.SCENARIOS))
+    return expected.load(own.expected, scenarios=scenarios + names())
+
+
+def check_findings(entry: Any, obj: Any) -> str | None:
+    """Why ``obj`` is not the known findings of runtime ``entry.name`` (``xharness.findings``)."""
+    items = tuple(obj) if isinstance(obj, tuple | list) else (obj,)
+    wrong = next((f for f in items if not isinstance(f, KnownFinding)), None)
+    if wrong is not None or not items:
+        what = "nothing" if not items else f"a {type(wrong).__name__}"
+        return f"{entry.value} holds {what}, not only harness.api.KnownFinding items"
+    for finding in items:
+        if finding.runtime != entry.name:
+            return (f"the finding {finding.name!r} is of runtime {finding.runtime!r}, registered as "
+                    f"{entry.name!r}: they must agree")
+        if bool(finding.scenario) == bool(finding.id):
+            return f"the finding {finding.name or finding.summary[:40]!r} needs a scenario or an id, one of them"
+    return None
+
+
+@functools.cache
+def registered() -> tuple[tuple[bool, KnownFinding], ...]:
+    """Every finding registered under ``xharness.findings`` (the harness' own ``KNOWN_FINDINGS``
+    first, through the same group), each with whether a plugin declared it; a broken
+    registration is left out, said on stderr."""
+    from harness import entrypoints
+
+    loaded = entrypoints.load_group(entrypoints.FINDINGS, check_findings)
+    return tuple((not entry.builtin, f) for entry, obj in loaded.items.values()
+                 for f in (tuple(obj) if isinstance(obj, tuple | list) else (obj,)))
+
+
+def plugin_findings() -> tuple[KnownFinding, ...]:
+    """The findings plugins declare (``xharness.findings``)."""
+    return tuple(f for plugin, f in registered() if plugin)
+
+
+def all_findings() -> tuple[KnownFinding, ...]:
+    """The harness' findings, then the plugins'."""
+    return tuple(f for _, f in registered())
 
 
 @functools.cache
@@ -263,14 +333,14 @@ def known_findings(invariant: str, runtime: str, version: str) -> list[KnownFind
     """The findings that say how ``invariant`` breaks on this runtime release."""
     return [
         f
-        for f in KNOWN_FINDINGS
+        for f in all_findings()
         if f.invariant == invariant and f.runtime == runtime and f.holds_on(version)
     ]
 
 
 def isolated_invariants(runtime: str, version: str) -> list[str]:
     """Invariants whose known failure on this release breaks the process for the tests after it."""
-    return sorted({f.invariant for f in KNOWN_FINDINGS if f.poisons and f.runtime == runtime and f.holds_on(version)})
+    return sorted({f.invariant for f in all_findings() if f.poisons and f.runtime == runtime and f.holds_on(version)})
 
 
 def known_finding(invariant: str, runtime: str, version: str) -> KnownFinding | None:
@@ -278,3 +348,6 @@ def known_finding(invariant: str, runtime: str, version: str) -> KnownFinding | 
     return found[0] if found else None
 
 
+#: the harness' own findings, registered by runtime under ``xharness.findings`` as a plugin's are
+JAX_FINDINGS = tuple(f for f in KNOWN_FINDINGS if f.runtime == "jax")
+TORCH_XLA_FINDINGS = tuple(f for f in KNOWN_FINDINGS if f.runtime == "torch_xla")

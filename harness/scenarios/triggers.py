@@ -5,7 +5,7 @@ A trigger is a scenario's (or a known finding's) program written in a runtime's 
 release (``harness.scenarios.reproducer.Reproducer``). The harness' PyTorch/XLA and JAX triggers
 and a plugin's are found the same way (``harness.entrypoints``): an entry point
 ``runtime = "pkg.module:TRIGGERS"`` names a tuple of reproducers, every one of that runtime, each
-naming a registered scenario (or a finding the harness declares). A plugin registers; it never
+naming a registered scenario (or a known finding, the harness' or a plugin's). A plugin registers; it never
 appends to the harness' own lists. One that fails to load or check is left out with a warning
 naming its distribution, and a command that asks for its runtime gets that message.
 """
@@ -52,9 +52,9 @@ def check_triggers(entry: entrypoints.EntryPoint, obj: Any) -> str | None:
 def _subjects() -> tuple[str, ...]:
     """What a trigger may reproduce: a registered scenario (its entry point's name, nothing
     imported) or a known finding the harness declares."""
-    from harness.scenarios.upstream_findings import finding_names
+    from harness.scenarios.known_findings import names
 
-    return (*(e.name for e in entrypoints.entry_points(entrypoints.SCENARIOS)), *finding_names())
+    return (*(e.name for e in entrypoints.entry_points(entrypoints.SCENARIOS)), *names())
 
 
 @functools.cache

@@ -34,6 +34,7 @@ from harness.adapters.base import Unsupported
 from harness.backends import platform_backend
 from harness.scenarios import expected
 from harness.scenarios.base import InvariantViolation, Signature
+from harness.scenarios.known_findings import names as finding_names
 from harness.scenarios.reproducer import (
     RUNTIME,
     CrashSignature,
@@ -41,7 +42,7 @@ from harness.scenarios.reproducer import (
     Reproducer,
     torch_xla_sharding_api,
 )
-from harness.scenarios.upstream_findings import FINDING_REPRODUCERS, finding_names
+from harness.scenarios.upstream_findings import FINDING_REPRODUCERS
 
 RESULT_MARKER = "XHARNESS-UPSTREAM-RESULT"
 REPRODUCED, PASSED, FAILED, SKIPPED = "reproduced", "passed", "failed", "skipped"

@@ -27,7 +27,7 @@ from harness.scenarios import upstream_torch_xla as upstream
 from harness.scenarios.expected import AS_EXPECTED, REPRODUCED, SKIPPED, VERDICT_SKIPPED
 
 
-@pytest.mark.parametrize("scenario", [s.id for s in registry.all_scenarios()] + upstream.finding_names())
+@pytest.mark.parametrize("scenario", [*(s.id for s in registry.all_scenarios()), *upstream.finding_names()])
 def test_scenario_against_release(scenario: str, record_property) -> None:
     runtime = os.environ.get("HARNESS_RUNTIME", "")
     if runtime not in catalog.UPSTREAM_RUNTIMES:

@@ -183,7 +183,9 @@ def test_a_link_cut_between_two_srun_ranks_is_a_record_that_blames_it(tmp_path: 
     assert ended_after < HEARTBEAT + 60, f"ended {ended_after:.0f} s after the cut: a hang, not a blame"
     record = next(iter(run.records("cut").values())).final
     assert (record.outcome, record.kind) == (ERROR, KIND_RANK), record
-    assert "rank 0 on xh-node1" in record.message, record.message
+    # the first rank to die is the record's (under load either may go first: rank 0's service
+    # aborts on the lost heartbeats, rank 1 on the lost coordinator); rank 0's words blame rank 1
+    assert "rank 0 on xh-node1" in record.message or "rank 1 on xh-node2" in record.message, record.message
     said = blame.read((run.out / "logs" / "cut" / "rank0.log").read_text(errors="replace"),
                       {node1.address: 0, node2.address: 1})
     assert said is not None and said.ranks == {1}, said

@@ -209,7 +209,10 @@ def test_list_json_shows_per_variant_needs(capsys: pytest.CaptureFixture[str]) -
     assert only[0] == "write-after-tensor"
     assert only[1]["backends"] == ["cpu"] and "XLA's CPU client" in only[1]["why"]
     assert set(record["variant_needs"]) <= set(record["variants"])
-    assert all(r["variant_needs"] == {} for i, r in records.items() if i != "host-aliasing")
+    stale = records["stale-on-timeout"]["variant_needs"]  # a need of devices, not of a backend
+    assert list(stale) == ["sharded-slow-device"] and stale["sharded-slow-device"]["devices"] == 2
+    assert stale["sharded-slow-device"]["backends"] == []
+    assert all(r["variant_needs"] == {} for i, r in records.items() if i not in ("host-aliasing", "stale-on-timeout"))
 
 
 def test_list_names_a_gated_variant(capsys: pytest.CaptureFixture[str]) -> None:

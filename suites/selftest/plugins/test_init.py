@@ -104,7 +104,7 @@ def test_init_sets_the_runtime_the_repository_registers_and_its_table(tmp_path: 
     found = project.read(root / "pyproject.toml")
     assert found.runtime == "jax" and found.expected == root / "tables" / "outcomes.toml"
     text = (root / starter.WORKFLOW_FILE).read_text()
-    assert "xharness teeth --runtime jax" in text and "needs: [cells, teeth]" in text
+    assert "xharness teeth --runtime jax" in text and "needs: [plan, cells, teeth]" in text
     # several: --runtime chooses; without it (no terminal) the first is chosen and named
     several = _registering(tmp_path / "two", "jax", "torch_xla")
     assert _init(several, "--runtime", "torch_xla") == 0

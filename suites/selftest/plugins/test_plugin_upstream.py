@@ -69,6 +69,33 @@ UPSTREAM = (
                    signatures=(api.Signature("split-lost", SplitLost, "marked split"),),
                    runtime="shardjax"),
 )
+FINDINGS = (
+    api.KnownFinding(
+        invariant="coverage", runtime="shardjax",
+        upstream="none found: searched shardjax issues for 'split size 3 loses the last row'",
+        summary="a vector of 3 split over 2 devices reads back 2 elements",
+        match=r"read back \\d+ of \\d+", id="shardjax-odd-split",
+    ),
+)
+
+
+class RowsLost(AssertionError):
+    """Elements of a split value were lost."""
+
+
+def odd_split() -> None:
+    """Split 3 elements over 2 devices, read them back."""
+    import os
+    got = int(os.environ.get("SHARDJAX_READ", "2"))
+    if got != 3:
+        raise RowsLost(f"read back {got} of 3 elements")
+
+
+FINDING_TRIGGERS = UPSTREAM + (
+    api.Reproducer("shardjax-odd-split", "three-over-two", odd_split, "the coverage invariant's shrunk example",
+                   signatures=(api.Signature("rows-lost", RowsLost, "read back"),), runtime="shardjax"),
+)
+WRONG_RUNTIME_FINDINGS = (api.KnownFinding(invariant="coverage", runtime="jax", upstream="u", summary="s", id="x"),)
 NOT_TRIGGERS = 42
 OTHER_RUNTIME = (api.Reproducer("shardjax-lost-split", "v", split_then_read, "s", runtime="jax"),)
 UNKNOWN_SCENARIO = (api.Reproducer("no-such-scenario", "v", split_then_read, "s", runtime="shardjax"),)
@@ -84,11 +111,12 @@ why = "shardjax 2.0 replicates a split vector"
 '''
 
 
-def _site(tmp_path: Path, upstream: str) -> Path:
+def _site(tmp_path: Path, upstream: str, findings: str = "") -> Path:
     return fake_dist(tmp_path / "site", "shard-dist", "2.0.1", {
         "xharness.runtimes": {"shardjax": "plug_shard.rt:ShardJax"},
         "xharness.scenarios": {"shardjax-lost-split": "plug_shard.scen:SCENARIO"},
         "xharness.upstream": {"shardjax": upstream},
+        **({"xharness.findings": {"shardjax": findings}} if findings else {}),
     }, {"plug_shard.rt": RUNTIME, "plug_shard.scen": SCENARIO})
 
 
@@ -198,3 +226,55 @@ def test_the_tutorials_trigger_registered_as_the_page_says_writes_its_report(tmp
     assert done.returncode == EXIT_OK, done.stderr
     expected = re.search(r"^\$ xharness report upstream .*\n(.*)$", section, re.MULTILINE).group(1)
     assert done.stdout.strip() == expected
+    # its known finding, registered beside the triggers, is the harness' own kind of finding
+    code = ("from harness.scenarios.known_findings import plugin_findings\n"
+            "print([(f.name, f.runtime, f.invariant) for f in plugin_findings()])")
+    listed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=repo, timeout=120,
+                            env={**os.environ, "PYTHONPATH": f"{site}{os.pathsep}{repo}"})
+    assert listed.stdout.strip() == "[('myrt-dropped-remainder', 'myrt', 'myrt-split-round-trip')]", listed.stderr
+
+
+FINDING_ROWS = EXPECTED + '''
+[[expect]]
+runtime = "shardjax"
+releases = ">=2.0"
+scenario = "shardjax-odd-split"
+outcome = "reproduced"
+why = "shardjax 2.0.1 reads 2 of 3 elements of an odd split"
+'''
+
+
+def test_a_plugins_own_finding_reaches_its_report_and_the_findings_list(tmp_path: Path) -> None:
+    """A finding no scenario re-creates, declared under xharness.findings with its trigger and its
+    rows in the project's table: report upstream writes it, and the findings list shows it."""
+    site = _site(tmp_path, "plug_shard.scen:FINDING_TRIGGERS", "plug_shard.scen:FINDINGS")
+    project = tmp_path / "proj"
+    project.mkdir()
+    (project / "xharness.toml").write_text('expected = "expected.toml"\n')
+    (project / "expected.toml").write_text(FINDING_ROWS)
+    done = _report(site, project, "shardjax-odd-split", "--runtime", "shardjax")
+    assert done.returncode == EXIT_OK, done.stderr
+    out = project / "reports" / "upstream" / "shardjax-odd-split-shardjax-2.0.1.md"
+    text = out.read_text()
+    assert text.startswith("# [shardjax 2.0.1] a vector of 3 split over 2 devices reads back 2 elements")
+    assert "Found by the coverage invariant of xharness" in text
+    assert "**Actual** on shardjax 2.0.1: reproduced (rows-lost): `RowsLost: read back 2 of 3 elements`" in text
+    assert "- >=2.0: reproduced (shardjax 2.0.1 reads 2 of 3 elements of an odd split)" in text
+    assert "none found: searched shardjax issues" in text
+    # the findings list: the harness' own and the plugin's, its releases from the project's rows
+    code = ("from harness.report.findings import finding_rows\n"
+            "for r in finding_rows(): print(r.name, r.runtime, r.releases, r.report.split('/')[-1], sep='|')")
+    listed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=project,
+                            env={**os.environ, "PYTHONPATH": str(site)}, timeout=120)
+    assert "shardjax-odd-split|shardjax|>=2.0|shardjax-odd-split-shardjax-2.0.1.md" in listed.stdout, listed.stderr
+    assert "slurm-jobs-4096-apart|jax|" in listed.stdout
+
+
+def test_a_finding_registered_for_another_runtime_is_a_broken_plugin(tmp_path: Path) -> None:
+    site = _site(tmp_path, "plug_shard.scen:UPSTREAM", "plug_shard.scen:WRONG_RUNTIME_FINDINGS")
+    code = "from harness.scenarios.known_findings import plugin_findings; print(len(plugin_findings()))"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path,
+                          env={**os.environ, "PYTHONPATH": str(site)}, timeout=120)
+    assert done.stdout.strip() == "0"
+    assert ("plugin shard-dist 2.0.1 (xharness.findings: shardjax = plug_shard.scen:WRONG_RUNTIME_FINDINGS): "
+            "the finding 'x' is of runtime 'jax', registered as 'shardjax': they must agree") in done.stderr
