@@ -13,17 +13,9 @@ PY=${PYTHON:-.venv/bin/python}
 MAIN=${XHARNESS_CLUSTER_DIR:-/tmp/xharness-cluster}
 SCRATCH=$(mktemp -d /tmp/xh-port.XXXX)
 HOLD=$SCRATCH/hold.py
-cat > "$HOLD" <<'PY'
-import os, sys, time, jax
-jax.config.update("jax_num_cpu_devices", 1)
-try:
-    jax.distributed.initialize(initialization_timeout=20)
-except Exception as exc:
-    print(f"job {os.environ['SLURM_JOB_ID']} rank {os.environ['SLURM_PROCID']}: {type(exc).__name__}: {exc}", flush=True)
-    sys.exit(3)
-print(f"job {os.environ['SLURM_JOB_ID']} rank {os.environ['SLURM_PROCID']}: initialized", flush=True)
-time.sleep(float(sys.argv[1]))
-PY
+# one rank: JAX's own SLURM detection, then it holds for $1 seconds (the known finding's reproducer
+# starts the same program, harness/scenarios/upstream_findings.py)
+"$PY" -c 'from harness.scenarios.upstream_findings import SLURM_RANK; print(SLURM_RANK)' > "$HOLD"
 cleanup() {
   # every daemon of the scratch cluster, whichever pid file it wrote last
   pkill -f -- "-f $SCRATCH/slurm.conf" 2>/dev/null || true

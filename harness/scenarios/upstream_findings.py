@@ -107,18 +107,19 @@ class SharedCoordinator(InvariantViolation):
 #: one rank of a job: JAX's own SLURM detection picks the coordinator (the job's first node and a
 #: port derived from SLURM_JOB_ID), then the rank holds for argv[1] seconds and shuts down
 SLURM_RANK = """
-import sys, time
+import os, sys, time
 import jax
+me = f"job {os.environ['SLURM_JOB_ID']} rank {os.environ['SLURM_PROCID']}"
 try:
     jax.distributed.initialize(initialization_timeout=30)
 except Exception as exc:
-    print(f"failed: {type(exc).__name__}: {exc}", flush=True)
+    print(f"{me}: failed: {type(exc).__name__}: {exc}", flush=True)
     sys.exit(3)
 from jax._src import distributed
-print(f"initialized, coordinator {distributed.global_state.coordinator_address}", flush=True)
+print(f"{me}: initialized, coordinator {distributed.global_state.coordinator_address}", flush=True)
 time.sleep(float(sys.argv[1]))
 jax.distributed.shutdown()
-print("done", flush=True)
+print(f"{me}: done", flush=True)
 """
 
 
@@ -155,14 +156,14 @@ def slurm_jobs_4096_apart_on_one_node() -> None:
     first = 1000 + int(time.time()) % 3000  # another pair on every run: no port left over from the last
     a = _slurm_job(first, hold=12.0)
     line = a[0].stdout.readline()  # type: ignore[union-attr]
-    if not line.startswith("initialized"):
+    if ": initialized" not in line:
         a_out = line + "".join(p.communicate(timeout=60)[0] for p in a)
         raise AssertionError(f"job A ({first}) did not initialize on its own: {a_out.strip()[:400]}")
     b = _slurm_job(first + 4096, hold=2.0)
     b_out = [p.communicate(timeout=90)[0] for p in b]
     a_out = [line + a[0].communicate(timeout=90)[0], a[1].communicate(timeout=90)[0]]
     a_address = line.split("coordinator ")[-1].strip()
-    b_address = _first_line(b_out[0], "initialized").split("coordinator ")[-1]
+    b_address = _first_line(b_out[0], ": initialized").split("coordinator ")[-1]
     aborted = [i for i, p in enumerate(a) if p.returncode != 0]
     if aborted:
         why = _first_line("".join(a_out), "incarnation", "unhealthy", "Terminating", "failed")

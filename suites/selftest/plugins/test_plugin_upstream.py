@@ -127,12 +127,18 @@ def _report(site: Path | str, cwd: Path, *args: str) -> subprocess.CompletedProc
                           capture_output=True, text=True, env=env, cwd=cwd, timeout=300)
 
 
-def test_a_plugins_trigger_becomes_its_ready_to_file_report(tmp_path: Path) -> None:
-    site = _site(tmp_path, "plug_shard.scen:UPSTREAM")
+def _project(tmp_path: Path, rows: str) -> Path:
+    """A project whose expected table holds ``rows``."""
     project = tmp_path / "proj"
     project.mkdir()
     (project / "xharness.toml").write_text('expected = "expected.toml"\n')
-    (project / "expected.toml").write_text(EXPECTED)
+    (project / "expected.toml").write_text(rows)
+    return project
+
+
+def test_a_plugins_trigger_becomes_its_ready_to_file_report(tmp_path: Path) -> None:
+    site = _site(tmp_path, "plug_shard.scen:UPSTREAM")
+    project = _project(tmp_path, EXPECTED)
     done = _report(site, project, "shardjax-lost-split", "--runtime", "shardjax")
     assert done.returncode == EXIT_OK, done.stderr
     out = project / "reports" / "upstream" / "shardjax-lost-split-shardjax-2.0.1.md"
@@ -248,10 +254,7 @@ def test_a_plugins_own_finding_reaches_its_report_and_the_findings_list(tmp_path
     """A finding no scenario re-creates, declared under xharness.findings with its trigger and its
     rows in the project's table: report upstream writes it, and the findings list shows it."""
     site = _site(tmp_path, "plug_shard.scen:FINDING_TRIGGERS", "plug_shard.scen:FINDINGS")
-    project = tmp_path / "proj"
-    project.mkdir()
-    (project / "xharness.toml").write_text('expected = "expected.toml"\n')
-    (project / "expected.toml").write_text(FINDING_ROWS)
+    project = _project(tmp_path, FINDING_ROWS)
     done = _report(site, project, "shardjax-odd-split", "--runtime", "shardjax")
     assert done.returncode == EXIT_OK, done.stderr
     out = project / "reports" / "upstream" / "shardjax-odd-split-shardjax-2.0.1.md"
