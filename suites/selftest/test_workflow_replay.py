@@ -4,7 +4,9 @@ take seconds): every ``run:`` step of every job, in order, with bash, in a fresh
 
 What GitHub provides is stood in for: ``actions/checkout`` is the clone, ``setup-python`` a
 virtual environment on this interpreter made once for the test (it sees this environment's
-packages, so pip downloads nothing: ``PIP_NO_INDEX``), ``actions/cache`` nothing, the artifact
+packages, so pip downloads nothing: ``PIP_NO_INDEX``), ``actions/cache`` a store of directories by
+key (restored by its key or the newest under a restore key, saved when the job ends), every job
+a fresh home directory as a hosted runner's, the artifact
 actions a copy through a directory, and the plan job's ``$GITHUB_OUTPUT`` is the cell jobs'
 matrix through ``fromJSON``. xharness is installed by the workflow's own step from a wheel of this
 checkout (``XHARNESS``, which ``init`` would refuse as a path on this machine). ``${{ }}``
@@ -55,6 +57,10 @@ def _repository(at: Path) -> Path:
     text = pyproject.read_text()
     text = text[:text.index("[[tool.xharness.cells]]")] + _cell_rows()
     pyproject.write_text(text)
+    # one program JAX compiles in each cell, so that a cell job has a compilation cache to keep
+    (at / "tests" / "test_compiled.py").write_text(
+        "import jax\nimport jax.numpy as jnp\n\n\ndef test_a_compiled_sum():\n"
+        "    assert float(jax.jit(lambda x: (x * 2.0).sum())(jnp.arange(4.0))) == 12.0\n")
     assert cli.main(["init", "--dir", str(at), "--install", USABLE]) == 0
     subprocess.run(["git", "init", "-q", str(at)], check=True)
     subprocess.run([*_GIT, "-C", str(at), "add", "-A"], check=True)
@@ -119,6 +125,10 @@ class Replay:
     sudo: list[str]
     outputs: dict[str, dict[str, str]] = field(default_factory=dict)
     seconds: dict[str, float] = field(default_factory=dict)
+    #: what each job's cache steps restored: the key a directory came from, "" where none matched
+    restored: dict[str, list[str]] = field(default_factory=dict)
+    #: the contexts the jobs ran in, by job name, for running one again
+    contexts: dict[str, dict] = field(default_factory=dict)
 
     @property
     def artifacts(self) -> Path:
@@ -186,7 +196,18 @@ def _act(replay: Replay, action: str, given: dict, job_dir: Path, env: dict[str,
             for found in artifact.iterdir():
                 shutil.copy2(found, into / found.name)
     else:
-        assert action == "actions/cache", action  # restored from nothing, saved nowhere
+        assert action == "actions/cache", action
+        path = Path(given["path"].replace("~", env["HOME"], 1))
+        store = replay.work / "cache-store"
+        saved = sorted(store.glob("*"), key=lambda p: p.stat().st_mtime, reverse=True) if store.is_dir() else []
+        prefixes = [given["key"], *(k.strip() for k in given.get("restore-keys", "").splitlines() if k.strip())]
+        hit = next((d for prefix in prefixes for d in saved
+                    if (d.name == _stored(prefix) if prefix == given["key"] else d.name.startswith(_stored(prefix)))), None)
+        if hit is not None:
+            shutil.copytree(hit, path, dirs_exist_ok=True)
+        replay.restored.setdefault(job_dir.name, []).append(hit.name if hit else "")
+        env.setdefault("_CACHES", "")
+        env["_CACHES"] += f"{given['key']}\t{path}\n"  # saved when the job ends (the action's post step)
 
 
 def _run_job(replay: Replay, name: str, context: dict, label: str) -> dict[str, dict[str, str]]:
@@ -195,6 +216,8 @@ def _run_job(replay: Replay, name: str, context: dict, label: str) -> dict[str, 
     job_dir = replay.work / label
     job_dir.mkdir()
     env = dict(replay.env)
+    env["HOME"] = str(job_dir.parent / f"{label}.home")  # a fresh runner: nothing cached but what is restored
+    Path(env["HOME"]).mkdir()
     env.update({k: _sub(str(v), context, job_dir) for k, v in {**replay.flow.get("env", {}),
                                                               **job.get("env", {})}.items()})
     env["XHARNESS"] = f"xharness @ {replay.wheel.as_uri()}"  # this checkout's wheel stands in for the line
@@ -215,7 +238,17 @@ def _run_job(replay: Replay, name: str, context: dict, label: str) -> dict[str, 
     replay.seconds[label] = time.monotonic() - started
     replay.outputs[label] = {f"cache{i}": key for i, key in enumerate(caches)}
     assert not failed, f"job {label} failed"
+    for line in env.get("_CACHES", "").splitlines():  # the cache action's post step: save under the key
+        key, path = line.split("\t")
+        into = replay.work / "cache-store" / _stored(key)
+        if Path(path).is_dir() and not into.exists():
+            shutil.copytree(path, into)
     return context["steps"]
+
+
+def _stored(key: str) -> str:
+    """A cache key as a directory name."""
+    return re.sub(r"[^\w.-]", "_", key)
 
 
 def _shell(replay: Replay, step: dict, context: dict, job_dir: Path, env: dict[str, str]) -> bool:
@@ -255,6 +288,7 @@ def _replay(replay: Replay) -> None:
             if row:  # a hosted runner's cell: what this machine stands in for
                 assert _sub(job["runs-on"], {**context, "matrix": row}, replay.work) == str(["ubuntu-latest"]), row
             label = f"{name}-{row['cell']}" if row else name
+            replay.contexts[name] = {**context, "matrix": row}
             steps = _run_job(replay, name, {**context, "matrix": row}, label)
             outputs = {k: _sub(str(v), {**context, "steps": steps}, replay.work)
                        for k, v in job.get("outputs", {}).items()}
@@ -319,3 +353,23 @@ def test_the_jax_cache_key_changes_with_the_jax_and_jaxlib_installed(replayed: R
     # another JAX or jaxlib neither restores this cache nor saves over it
     assert "${{ steps.jax.outputs.versions }}" in restore["with"]["key"]
     assert restore["with"]["restore-keys"].strip().endswith("${{ steps.jax.outputs.versions }}-")
+
+
+def test_a_cell_jobs_next_run_restores_its_jax_cache_and_is_warm(replayed: Replay) -> None:
+    """The cell job again, as the next run of the workflow: its JAX cache comes back from the
+    first run's (restore key: the same cell, Python, JAX and jaxlib) and its programs are read,
+    not compiled. Both times are printed (the closing figures of the cold and the warm job)."""
+    cell = CELLS[0]
+    context = {**replayed.contexts["cells"], "matrix": {"cell": cell, "runs-on": ["ubuntu-latest"]},
+               "github": {"run_id": "2", "run_attempt": "1"}}
+    _run_job(replayed, "cells", context, f"cells-{cell}-warm")
+    first, again = replayed.restored[f"cells-{cell}"], replayed.restored[f"cells-{cell}-warm"]
+    assert first[-1] == ""  # the first run had nothing to restore
+    assert again[-1].startswith(_stored(f"xharness-jax-{cell}-")) and again[-1].endswith("-1-1"), again
+    # what the first run saved is what the second starts from: the cell's compiled programs
+    saved = replayed.work / "cache-store" / again[-1]
+    warm = replayed.work / f"cells-{cell}-warm.home" / ".cache" / "xharness" / "jax"
+    files = [p for p in saved.rglob("*") if p.is_file()]
+    assert files and all((warm / p.relative_to(saved)).is_file() for p in files)
+    print(f"cell job {cell}: cold {replayed.seconds[f'cells-{cell}']:.1f} s, "
+          f"warm {replayed.seconds[f'cells-{cell}-warm']:.1f} s ({len(files)} cache file(s) restored)")
