@@ -224,11 +224,11 @@ class ScenarioItem(_DefinedItem):
                 f"{verdict.reason} ({table.path})\nreplay: {result.repro}\n{details}")
 
     def _table(self) -> Any:
-        from harness.scenarios import expected
+        from harness.scenarios import expected, known_findings
 
         if self.project.expected is None:
             return None
-        return expected.load(self.project.expected)
+        return expected.load(self.project.expected, scenarios=known_findings.table_names())
 
 
 class InvariantItem(_DefinedItem):

@@ -393,11 +393,11 @@ def _release_table(scenario: Any, inject: bool) -> Any:
     if scenario.runtime == "reference" or inject:
         return None
     from harness import project
-    from harness.scenarios import expected
+    from harness.scenarios import expected, known_findings
 
     try:
         own = project.load()
-        return expected.load(own.expected) if own.expected is not None else None
+        return expected.load(own.expected, scenarios=known_findings.table_names()) if own.expected is not None else None
     except (project.ProjectError, expected.ExpectedTableError) as exc:
         raise UsageError(str(exc)) from None
 

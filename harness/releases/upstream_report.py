@@ -292,7 +292,9 @@ def plugin_table() -> Any:
         raise ExpectedTableError(str(exc)) from None
     if own.expected is None:
         return ExpectedTable(Path("(no expected table: [tool.xharness] expected)"), ())
-    return load_table(own.expected)
+    from harness.scenarios.known_findings import table_names
+
+    return load_table(own.expected, scenarios=table_names())
 
 
 @dataclass(frozen=True)

@@ -78,13 +78,14 @@ def _version(text: str) -> tuple[int, Version | str]:
 
 def finding_rows(root: Path | None = None) -> list[FindingRow]:
     """Every known finding, once per bug, in declaration order."""
-    from harness.scenarios.known_findings import HARNESS_RUNTIMES, all_findings, table_of
+    from harness.adapters.runtimes import RELEASED
+    from harness.scenarios.known_findings import all_findings, table_of
 
     rows: dict[tuple[str, str, str], FindingRow] = {}  # one per bug: name, runtime, backend
     for finding in all_findings():
         table = table_of(finding.runtime)
         # a plugin's reports are its project's, written where report upstream writes them
-        where = root if root is not None or finding.runtime in HARNESS_RUNTIMES else _project_root()
+        where = root if root is not None or finding.runtime in RELEASED else _project_root()
         key = (finding.name, finding.runtime, finding.backend)
         if key in rows:
             old = rows[key]

@@ -292,9 +292,9 @@ def load(path: Path | None = None, scenarios: tuple[str, ...] | None = None) -> 
     except tomllib.TOMLDecodeError as exc:
         raise ExpectedTableError(f"{path}: not valid TOML: {exc}") from None
     if scenarios is None:  # the catalog's ids, and the known findings that have reproducers of their own
-        from harness.scenarios import known_findings, registry
+        from harness.scenarios import registry, upstream_findings
 
-        scenarios = tuple(s.id for s in registry.all_scenarios()) + known_findings.names()
+        scenarios = tuple(s.id for s in registry.all_scenarios()) + tuple(upstream_findings.finding_names())
     unknown_top = sorted(set(data) - {"expect"})
     if unknown_top:
         raise ExpectedTableError(f"{path}: unknown top-level key {unknown_top[0]!r} (rows are "

@@ -13,7 +13,10 @@ from __future__ import annotations
 import functools
 import re
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
+
+from harness.adapters.runtimes import RELEASED
 
 
 @dataclass(frozen=True)
@@ -72,14 +75,10 @@ class KnownFinding:
         return not self.match or re.search(self.match, f"{type(leaf).__name__}: {leaf}") is not None
 
 
-#: the runtimes whose rows are the harness' own table; every other runtime is a plugin's, whose
-#: rows are its project's (``[tool.xharness] expected``)
-HARNESS_RUNTIMES = ("jax", "torch_xla")
-
-
 def table_of(runtime: str) -> Any:
-    """The expected-outcomes table whose rows say which releases of ``runtime`` carry a finding."""
-    return expected_table() if runtime in HARNESS_RUNTIMES else project_table()
+    """The expected-outcomes table whose rows say which releases of ``runtime`` carry a finding:
+    the harness' own for a runtime it releases (``RELEASED``), the project's for a plugin's."""
+    return expected_table() if runtime in RELEASED else project_table()
 
 
 def names() -> tuple[str, ...]:
@@ -90,18 +89,25 @@ def names() -> tuple[str, ...]:
     return tuple(dict.fromkeys((*upstream_findings.finding_names(), *(f.id for f in plugin_findings() if f.id))))
 
 
+def table_names() -> tuple[str, ...]:
+    """What a project's expected table may name: the registered scenarios (entry-point names,
+    nothing imported) and every known finding of its own (the harness' and the plugins')."""
+    from harness import entrypoints
+
+    return tuple(e.name for e in entrypoints.entry_points(entrypoints.SCENARIOS)) + names()
+
+
 @functools.cache
 def project_table() -> Any:
     """The project's expected-outcomes table (``[tool.xharness] expected``), read once per
     process; an empty one where the project names none (every outcome is then unexpected)."""
-    from harness import entrypoints, project
+    from harness import project
     from harness.scenarios import expected
 
     own = project.load()
     if own.expected is None:
-        return expected.ExpectedTable(own.root / "(no expected table: [tool.xharness] expected)", ())
-    scenarios = tuple(e.name for e in entrypoints.entry_points(entrypoints.SCENARIOS))
-    return expected.load(own.expected, scenarios=scenarios + names())
+        return expected.ExpectedTable(Path("(no expected table: [tool.xharness] expected)"), ())
+    return expected.load(own.expected, scenarios=table_names())
 
 
 def check_findings(entry: Any, obj: Any) -> str | None:
