@@ -36,3 +36,20 @@ def slurm() -> Iterator[None]:
     if subprocess.run([*cluster, "status"], capture_output=True).returncode != 0:
         started = subprocess.run([*cluster, "start"], capture_output=True, text=True, timeout=180)
         assert started.returncode == 0, started.stderr
+
+
+@pytest.fixture(autouse=True)
+def no_drained_node() -> Iterator[None]:
+    """Every test starts on nodes that take jobs. A test that kills a rank leaves a node drained
+    ("Kill task failed") when its step does not end within the controller's patience: on a loaded
+    machine an orphan the container's first process has not reaped yet still counts as the step's.
+    Such a node is resumed here, and said so, rather than leaving every later test pending."""
+    found = subprocess.run(["sinfo", "-h", "-N", "-o", "%N %t %E"], capture_output=True, text=True, timeout=30,
+                           check=False)
+    for line in found.stdout.splitlines() if found.returncode == 0 else []:
+        node, state, *reason = line.split()
+        if state.startswith("drain") or state.startswith("drng"):
+            print(f"resuming {node} ({state}: {' '.join(reason)}) before the test")
+            subprocess.run(["scontrol", "update", f"nodename={node}", "state=resume"], check=False,
+                           capture_output=True, timeout=30)
+    yield
