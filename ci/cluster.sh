@@ -206,7 +206,9 @@ start() {
   [ "$NETWORK" = namespaces ] || add_hosts
   start_munge
   export SLURM_CONF=$CONF
-  pid_alive "$DIR/slurmctld.pid" || on_host "$CTLD_NAME" /usr/sbin/slurmctld -f "$CONF"
+  # -c: a clean start, no job or node state recovered from a run that did not stop (a killed job
+  # would hold its nodes, a drained node stay drained)
+  pid_alive "$DIR/slurmctld.pid" || on_host "$CTLD_NAME" /usr/sbin/slurmctld -c -f "$CONF"
   for i in $(seq 1 "$NODES"); do
     pid_alive "$DIR/slurmd-$(node_name "$i").pid" || on_host "$(node_name "$i")" /usr/sbin/slurmd -f "$CONF" -N "$(node_name "$i")"
   done
