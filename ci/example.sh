@@ -180,9 +180,12 @@ cd "$project"
 rm -rf "$work/fresh" && mkdir "$work/fresh" && cd "$work/fresh"
 capture xharness init --install "$install"
 check "init wrote the section, the example test, the workflow and .gitignore" "out.count('xharness init: write') == 4"
-check "the workflow's cell jobs take the cells xharness cells --names gives" \
-  "'fromJSON(needs.plan.outputs.cells)' in open('.github/workflows/xharness.yml').read()"
+check "the workflow's cell jobs take the cells and runners xharness cells --github gives" \
+  "'fromJSON(needs.plan.outputs.matrix)' in open('.github/workflows/xharness.yml').read()"
 capture xharness cells --names
 check "cells --names: the project's cells as one JSON array" "json.loads(out) == ['cpu-1', 'cpu-8']"
+capture xharness cells --github
+check "cells --github: each cell on a hosted runner, none left out" \
+  "dict(l.split('=', 1) for l in out.splitlines()) == {'matrix': json.dumps({'include': [{'cell': c, 'runs-on': ['ubuntu-latest']} for c in ('cpu-1', 'cpu-8')]}, separators=(',', ':')), 'any': 'true', 'not_run': '[]'}"
 capture xharness run
 echo "ci/example.sh: ok: a fresh repository after xharness init runs green ($(tail -1 "$work/out"))"
