@@ -68,12 +68,15 @@ def _repository(at: Path) -> Path:
     return at
 
 
-def _environment(at: Path) -> tuple[Path, Path]:
-    """The interpreter setup-python stands for, seeing this environment's packages (a ``.pth``
-    that adds its site directory, whose own ``.pth`` files hold the editable installs), with a
-    setuptools new enough to build the plugin without an isolated build; and a wheel of this
-    checkout for the workflow's install step."""
-    venv.create(at, system_site_packages=True, with_pip=False)
+def _environment(at: Path, base: str) -> tuple[Path, Path]:
+    """The interpreter setup-python stands for (a virtual environment of ``base``), seeing this
+    environment's packages (a ``.pth`` that adds its site directory, whose own ``.pth`` files hold
+    the editable installs), with a setuptools new enough to build the plugin without an isolated
+    build; and a wheel of this checkout for the workflow's install step."""
+    if base == os.path.realpath(sys.executable):
+        venv.create(at, system_site_packages=True, with_pip=False)
+    else:  # another build of this Python's version: its own site directory left out
+        subprocess.run([base, "-m", "venv", "--without-pip", str(at)], check=True, timeout=120)
     python = at / "bin" / "python"
     purelib = Path(subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                                   capture_output=True, text=True, check=True).stdout.strip())
@@ -87,29 +90,34 @@ def _environment(at: Path) -> tuple[Path, Path]:
     return python, wheel
 
 
-def _runner() -> tuple[list[str], str]:
+def _runner() -> tuple[list[str], str, str]:
     """How each step's bash starts: as a user who is not root, through sudo, where this runs as
-    root and there is one; else as this user, and why."""
+    root and there is one; else as this user. With it, the interpreter the user's environment
+    is made of (this one, or where this one is not the user's to run, as under root's home,
+    another build of its version that sees this environment's packages), and why."""
+    here = os.path.realpath(sys.executable)
     if os.geteuid() != 0:
-        return [], "runs as this user, who is not root"
+        return [], here, "runs as this user, who is not root"
     user = next((u.pw_name for u in pwd.getpwall() if 1000 <= u.pw_uid < 65534 and u.pw_dir.startswith("/home/")),
                 None)
     if user is None:
-        return [], "runs as root: no user but root to run as"
+        return [], here, "runs as root: no user but root to run as"
     if shutil.which("sudo") is not None:
         prefix, how = ["sudo", "-E", "-u", user, "env"], "sudo"
     elif shutil.which("runuser") is not None:  # util-linux's, where sudo is not installed
         prefix, how = ["runuser", "-m", "-u", user, "--", "env"], "runuser"
     else:
-        return [], "runs as root: neither sudo nor runuser"
-    # the interpreter must be the user's to run too (a Python under root's home is not)
-    python = os.path.realpath(sys.executable)
-    tried = subprocess.run([*prefix, python, "-c", "import sysconfig; sysconfig.get_paths()"],
-                           capture_output=True, text=True, timeout=60)
-    if tried.returncode != 0:
-        said = (tried.stderr.strip().splitlines() or [f"exit {tried.returncode}"])[-1]
-        return [], f"runs as root: {user} cannot run this Python ({python}: {said})"
-    return prefix, f"runs as {user}, through {how}"
+        return [], here, "runs as root: neither sudo nor runuser"
+    minor = f"{sys.version_info.major}.{sys.version_info.minor}"
+    probe = f"import site; site.addsitedir({sysconfig.get_paths()['purelib']!r}); import jax, pytest"
+    other = shutil.which(f"python{minor}", path="/usr/local/bin:/usr/bin")
+    said = []
+    for python in dict.fromkeys([here, *([os.path.realpath(other)] if other else [])]):
+        tried = subprocess.run([*prefix, python, "-c", probe], capture_output=True, text=True, timeout=120)
+        if tried.returncode == 0:
+            return prefix, python, f"runs as {user}, through {how}, on {python}"
+        said.append(f"{python}: {(tried.stderr.strip().splitlines() or [f'exit {tried.returncode}'])[-1]}")
+    return [], here, f"runs as root: {user} can run no Python {minor} that sees this environment's packages ({'; '.join(said)})"
 
 
 @dataclass
@@ -181,6 +189,7 @@ def _act(replay: Replay, action: str, given: dict, job_dir: Path, env: dict[str,
     """What an action does, stood in for here."""
     if action == "actions/checkout":
         subprocess.run(["git", "clone", "-q", str(replay.origin), str(job_dir)], check=True)
+        _give(replay, job_dir)
     elif action == "actions/setup-python":
         env["PATH"] = f"{replay.python.parent}{os.pathsep}{env['PATH']}"
     elif action == "actions/upload-artifact":
@@ -195,6 +204,7 @@ def _act(replay: Replay, action: str, given: dict, job_dir: Path, env: dict[str,
         for artifact in replay.artifacts.glob(given["pattern"]):
             for found in artifact.iterdir():
                 shutil.copy2(found, into / found.name)
+        _give(replay, into)
     else:
         assert action == "actions/cache", action
         path = Path(given["path"].replace("~", env["HOME"], 1))
@@ -205,6 +215,7 @@ def _act(replay: Replay, action: str, given: dict, job_dir: Path, env: dict[str,
                     if (d.name == _stored(prefix) if prefix == given["key"] else d.name.startswith(_stored(prefix)))), None)
         if hit is not None:
             shutil.copytree(hit, path, dirs_exist_ok=True)
+            _give(replay, Path(env["HOME"]))
         replay.restored.setdefault(job_dir.name, []).append(hit.name if hit else "")
         env.setdefault("_CACHES", "")
         env["_CACHES"] += f"{given['key']}\t{path}\n"  # saved when the job ends (the action's post step)
@@ -218,6 +229,7 @@ def _run_job(replay: Replay, name: str, context: dict, label: str) -> dict[str, 
     env = dict(replay.env)
     env["HOME"] = str(job_dir.parent / f"{label}.home")  # a fresh runner: nothing cached but what is restored
     Path(env["HOME"]).mkdir()
+    _give(replay, job_dir, Path(env["HOME"]))
     env.update({k: _sub(str(v), context, job_dir) for k, v in {**replay.flow.get("env", {}),
                                                               **job.get("env", {})}.items()})
     env["XHARNESS"] = f"xharness @ {replay.wheel.as_uri()}"  # this checkout's wheel stands in for the line
@@ -246,6 +258,14 @@ def _run_job(replay: Replay, name: str, context: dict, label: str) -> dict[str, 
     return context["steps"]
 
 
+def _give(replay: Replay, *paths: Path) -> None:
+    """What this process made for the steps becomes the user's they run as (with the
+    directories' contents: a checkout, a restored cache)."""
+    if replay.sudo:
+        for path in paths:
+            subprocess.run(["chown", "-R", replay.sudo[3], str(path)], check=True)
+
+
 def _stored(key: str) -> str:
     """A cache key as a directory name."""
     return re.sub(r"[^\w.-]", "_", key)
@@ -258,6 +278,9 @@ def _shell(replay: Replay, step: dict, context: dict, job_dir: Path, env: dict[s
     output.write_text("")
     script = job_dir.parent / f"{job_dir.name}.sh"
     script.write_text(_sub(step["run"], context, job_dir))
+    summary = job_dir.parent / "summary.md"
+    summary.touch()
+    _give(replay, output, script, summary)
     step_env = {**env, **{k: _sub(str(v), context, job_dir) for k, v in step.get("env", {}).items()},
                 "GITHUB_OUTPUT": str(output), "GITHUB_STEP_SUMMARY": str(job_dir.parent / "summary.md")}
     # sudo resets PATH (secure_path): the step's own, setup-python's directory first, is given again
@@ -306,7 +329,7 @@ def _base_env(home: Path) -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def replayed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Replay]:
-    sudo, why = _runner()
+    sudo, base, why = _runner()
     work = tmp_path_factory.mktemp("replay")
     if sudo:  # the user steps run as reaches the work directory
         work.chmod(0o755)
@@ -314,7 +337,7 @@ def replayed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Replay]:
             parent.chmod(parent.stat().st_mode | 0o005)
     print(f"the replay {why}")
     origin = _repository(work / "origin")
-    python, wheel = _environment(work / "python")
+    python, wheel = _environment(work / "python", base)
     flow = YAML(typ="safe").load((origin / starter.WORKFLOW_FILE).read_text())
     replay = Replay(flow, origin, work / "jobs", python, wheel, _base_env(work / "home"), sudo)
     replay.work.mkdir()
