@@ -59,6 +59,15 @@ def _error(path: Path) -> str:
      "P:11: tool.xharness.slurm.deadline: must be a positive number of seconds, got True"),
     ('executor = "local"\n\n[tool.xharness.slurm]\ndeadline = 0\n',
      "P:11: tool.xharness.slurm.deadline: must be a positive number of seconds, got 0"),
+    ('executor = "local"\nrunners = "gpu"\n',
+     "P:10: tool.xharness.runners: must be a table: a cell's name, or gpu, tpu, slurm, mpi or namespaces, "
+     "to a runner label or a list of labels"),
+    ('executor = "local"\n\n[tool.xharness.runners]\ngpu = []\n',
+     "P:11: tool.xharness.runners.gpu: must be a runner label or a non-empty list of labels, got []"),
+    ('executor = "local"\n\n[tool.xharness.runners]\ngpu = ["self-hosted", " "]\n',
+     "P:11: tool.xharness.runners.gpu: must be a runner label or a non-empty list of labels, got ['self-hosted', ' ']"),
+    ('executor = "local"\n\n[tool.xharness.runners]\ntpu = 4\n',
+     "P:11: tool.xharness.runners.tpu: must be a runner label or a non-empty list of labels, got 4"),
 ])
 def test_each_mistake_names_its_line_and_dotted_key(tmp_path: Path, body: str, message: str) -> None:
     known = ", ".join(dict.fromkeys(e.name for e in entrypoints.entry_points(entrypoints.RUNTIMES)))
@@ -178,3 +187,10 @@ def test_a_pyproject_that_is_not_utf8_on_the_way_up_is_not_a_project(tmp_path: P
     (tmp_path / "sub").mkdir()
     assert project.find(tmp_path / "sub") is None
     assert project.load(tmp_path / "sub") == Project(root=tmp_path / "sub")
+
+
+def test_runner_labels_are_read_by_cell_name_or_need_as_lists(tmp_path: Path) -> None:
+    path = _pyproject(tmp_path, 'executor = "local"\n\n[tool.xharness.runners]\ngpu = "gpu-box"\n'
+                                '"cpu-2x4-mpi" = ["self-hosted", "mpi"]\n')
+    assert project.read(path).runners == {"gpu": ("gpu-box",), "cpu-2x4-mpi": ("self-hosted", "mpi")}
+    assert project.read(_pyproject(tmp_path, 'executor = "local"\n')).runners == {}
