@@ -135,6 +135,8 @@ class Replay:
     seconds: dict[str, float] = field(default_factory=dict)
     #: what each job's cache steps restored: the key a directory came from, "" where none matched
     restored: dict[str, list[str]] = field(default_factory=dict)
+    #: the caches each job saves when it ends: key and path, by job label
+    to_save: dict[str, list[tuple[str, Path]]] = field(default_factory=dict)
     #: the contexts the jobs ran in, by job name, for running one again
     contexts: dict[str, dict] = field(default_factory=dict)
 
@@ -217,8 +219,7 @@ def _act(replay: Replay, action: str, given: dict, job_dir: Path, env: dict[str,
             shutil.copytree(hit, path, dirs_exist_ok=True)
             _give(replay, Path(env["HOME"]))
         replay.restored.setdefault(job_dir.name, []).append(hit.name if hit else "")
-        env.setdefault("_CACHES", "")
-        env["_CACHES"] += f"{given['key']}\t{path}\n"  # saved when the job ends (the action's post step)
+        replay.to_save.setdefault(job_dir.name, []).append((given["key"], path))  # the action's post step
 
 
 def _run_job(replay: Replay, name: str, context: dict, label: str) -> dict[str, dict[str, str]]:
@@ -250,8 +251,7 @@ def _run_job(replay: Replay, name: str, context: dict, label: str) -> dict[str, 
     replay.seconds[label] = time.monotonic() - started
     replay.outputs[label] = {f"cache{i}": key for i, key in enumerate(caches)}
     assert not failed, f"job {label} failed"
-    for line in env.get("_CACHES", "").splitlines():  # the cache action's post step: save under the key
-        key, path = line.split("\t")
+    for key, path in replay.to_save.pop(label, []):  # the cache action's post step: save under the key
         into = replay.work / "cache-store" / _stored(key)
         if Path(path).is_dir() and not into.exists():
             shutil.copytree(path, into)
