@@ -100,14 +100,20 @@ def table_names() -> tuple[str, ...]:
 @functools.cache
 def project_table() -> Any:
     """The project's expected-outcomes table (``[tool.xharness] expected``), read once per
-    process; an empty one where the project names none (every outcome is then unexpected)."""
+    process; an empty one where the project names none (every outcome is then unexpected). A
+    project file or table that cannot be read is the user's to fix: :class:`UsageError`, naming
+    the file and line, wherever a plugin's finding needs it (the dashboard, the summary, a run)."""
     from harness import project
+    from harness.errors import UsageError
     from harness.scenarios import expected
 
-    own = project.load()
-    if own.expected is None:
-        return expected.ExpectedTable(Path("(no expected table: [tool.xharness] expected)"), ())
-    return expected.load(own.expected, scenarios=table_names())
+    try:
+        own = project.load()
+        if own.expected is None:
+            return expected.ExpectedTable(Path("(no expected table: [tool.xharness] expected)"), ())
+        return expected.load(own.expected, scenarios=table_names())
+    except (project.ProjectError, expected.ExpectedTableError) as exc:
+        raise UsageError(str(exc)) from None
 
 
 def check_findings(entry: Any, obj: Any) -> str | None:

@@ -281,3 +281,19 @@ def test_a_finding_registered_for_another_runtime_is_a_broken_plugin(tmp_path: P
     assert done.stdout.strip() == "0"
     assert ("plugin shard-dist 2.0.1 (xharness.findings: shardjax = plug_shard.scen:WRONG_RUNTIME_FINDINGS): "
             "the finding 'x' is of runtime 'jax', registered as 'shardjax': they must agree") in done.stderr
+
+
+def test_a_plugins_finding_over_a_table_that_cannot_be_read_is_a_clear_error(tmp_path: Path) -> None:
+    """The dashboard lists a plugin's findings with the releases of its project's table: a table
+    that is missing is the user's error, named, not a traceback."""
+    site = _site(tmp_path, "plug_shard.scen:FINDING_TRIGGERS", "plug_shard.scen:FINDINGS")
+    project = _project(tmp_path, FINDING_ROWS)
+    (project / "expected.toml").unlink()
+    junit = project / "run.xml"
+    junit.write_text('<testsuites><testsuite name="cpu-1" tests="1"><testcase classname="t" name="a"/>'
+                     "</testsuite></testsuites>")
+    done = subprocess.run([sys.executable, "-m", "harness.cli", "report", "html", "--out", "page.html",
+                           "--no-history", str(junit)], capture_output=True, text=True, cwd=project,
+                          env={**os.environ, "PYTHONPATH": str(site)}, timeout=120)
+    assert done.returncode == EXIT_USAGE, done.stderr
+    assert "Traceback" not in done.stderr and "expected.toml" in done.stderr, done.stderr
