@@ -47,6 +47,9 @@ EQUIVALENTS = ROOT / "ci" / "mutation_equivalents.toml"
 #: where the scratch copies live (kept between runs: mutmut's cache); a test points it elsewhere
 WORK = Path(os.environ.get("XHARNESS_MUTATION_DIR", ROOT / ".mutation"))
 MAIN = "main"
+#: what a profile whose code runs in the tests' children puts on their path (Profile.children)
+HOOKS = Path("ci") / "mutation_hooks"
+HITS_VARIABLE = "XHARNESS_MUTATION_HITS"
 
 #: mutmut's exit codes per mutant, as this score reads them: a timeout or a crash under a mutant
 #: is a kill (the suite noticed), "no tests" is a survivor (nothing looked)
@@ -67,6 +70,9 @@ class Profile:
     name: str
     only_mutate: tuple[str, ...]
     tests: tuple[str, ...]
+    #: the rooms' code runs in processes the tests start (ci/mutation_hooks/mutation_hits.py):
+    #: they import the mutants, report the functions they call, and one mutant runs at a time
+    children: bool = False
 
     @property
     def workdir(self) -> Path:
@@ -121,7 +127,10 @@ def profile(name: str) -> Profile:
         known = ", ".join([MAIN, *profiles])
         raise UsageError(f"no profile {name!r} (known: {known}); profiles live in {SETTINGS.name}")
     own = profiles[name]
-    return Profile(name, tuple(_strings(own, "only_mutate")), tuple(_strings(own, "tests")))
+    children = own.get("children", False)
+    if not isinstance(children, bool):
+        raise UsageError(f"profile {name!r}: children must be true or false")
+    return Profile(name, tuple(_strings(own, "only_mutate")), tuple(_strings(own, "tests")), children)
 
 
 def _strings(table: dict[str, object], key: str) -> list[str]:
@@ -170,7 +179,7 @@ def sync_tree(target: Path) -> None:
         shutil.copy2(source, copy)
     for path in sorted(target.rglob("*"), reverse=True):
         relative = path.relative_to(target)
-        if relative.parts[0] in {"mutants", ".hypothesis", "reports"} or "__pycache__" in relative.parts:
+        if relative.parts[0] in {"mutants", ".hypothesis", "reports", ".venv", "hits"} or "__pycache__" in relative.parts:
             continue
         if path.is_file() and str(relative) not in wanted:
             path.unlink()
@@ -189,6 +198,8 @@ def write_profile_config(chosen: Profile) -> None:
     for key, values in (("only_mutate", chosen.only_mutate),
                         ("pytest_add_cli_args_test_selection", chosen.tests)):
         replaced = _replace_list(replaced, key, values)
+    if chosen.children:
+        replaced = replaced.replace("\npytest_add_cli_args = [", '\npytest_add_cli_args = [\n  "-p", "mutation_hits",', 1)
     pyproject.write_text(text.replace(table, replaced))
 
 
@@ -351,7 +362,17 @@ def command_run(args: argparse.Namespace) -> int:
     # the harness unmutated (mutmut could not tell which mutants it reaches, nor read its own
     # configuration from the child's directory)
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "MUTANT_UNDER_TEST")}
-    cmd = [*mutmut_command(), "run", "--max-children", str(args.max_children)]
+    jobs = args.max_children
+    if chosen.children:  # ... unless the code under test only runs there (Profile.children)
+        env["PYTHONPATH"] = os.pathsep.join([str(chosen.workdir / "mutants"), str(chosen.workdir / HOOKS)])
+        env[HITS_VARIABLE] = str(chosen.workdir / "hits")
+        jobs = 1  # the tests share one cluster
+        # the scripts the tests start (ci/*.sh) run the project's environment by its relative path
+        for where in (chosen.workdir, chosen.workdir / "mutants"):
+            where.mkdir(exist_ok=True)
+            if not (where / ".venv").exists():
+                (where / ".venv").symlink_to(ROOT / ".venv")
+    cmd = [*mutmut_command(), "run", "--max-children", str(jobs)]
     done = subprocess.run([*cmd, *names], cwd=chosen.workdir, env=env)
     if done.returncode == 0 and not names:
         # mutmut keeps a survivor's verdict (and a "no tests" one's) until its function changes;
