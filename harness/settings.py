@@ -232,6 +232,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("XHARNESS_MUTATION_JOBS", Integer("a whole number, 1 or more"), "2",
             "ci/mutation.sh: mutmut's children at once"),
     Setting("XHARNESS_MUTATION_DIR", _PATH, ".mutation", "ci/mutation.py: its scratch copies, mutmut's cache"),
+    Setting("XHARNESS_MUTATION_HITS", _PATH, "", "ci/mutation.py sets it for a profile whose tests start the code: "
+            "where those processes write the mutated functions they call"),
     Setting("XHARNESS_EXAMPLE_PYTHON", _PATH, ".venv/bin/python", "ci/example.sh: the Python its fresh environment is made with"),
     Setting("XHARNESS_PYTHON_DIR", _PATH, "~/.cache/xharness/python", "ci/python.sh: where it keeps the interpreters it makes"),
     Setting("XHARNESS_PYTHON_FROM", Choice("debian, or empty", values=("", "debian")), "",
