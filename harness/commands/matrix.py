@@ -157,7 +157,12 @@ def cells_command(args: argparse.Namespace) -> int:
         print(json.dumps(list(matrix.cells)))
         return EXIT_OK
     if args.github:  # as the file declares them: a runner probes its own
-        placed = hosted.place(matrix.cells.values(), own.runners)
+        stray = hosted.unknown_keys(matrix.cells.values(), own.runners)
+        if stray:
+            raise UsageError(
+                f"[tool.xharness.runners] names {', '.join(repr(k) for k in stray)}: neither a cell of "
+                f"{matrix.path} nor one of {', '.join(hosted.LACKS)}")
+        placed = hosted.place(matrix.cells.values(), own.runners, own.executor)
         include = [{"cell": p.cell, "runs-on": list(p.runs_on)} for p in placed if p.runs_on]
         print(f"matrix={json.dumps({'include': include}, separators=(',', ':'))}")
         print(f"any={'true' if include else 'false'}")

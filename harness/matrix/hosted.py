@@ -27,12 +27,15 @@ LACKS = {
 }
 
 
-def need(cell: Cell) -> str:
-    """The key of what ``cell`` needs that a hosted runner lacks (a key of ``LACKS``), or ""."""
+def need(cell: Cell, executor: str | None = None) -> str:
+    """The key of what ``cell`` needs that a hosted runner lacks (a key of ``LACKS``), or "";
+    under the project's ``executor = "slurm"`` every cell is a SLURM job, so every cell needs one."""
     if cell.backend in ("gpu", "tpu"):
         return cell.backend
     if cell.launcher in ("slurm", "mpi"):
         return cell.launcher
+    if executor == "slurm":
+        return "slurm"
     if cell.network == "namespaces":
         return "namespaces"
     return ""
@@ -47,12 +50,20 @@ class Placement:
     why: str = ""
 
 
-def place(cells: Iterable[Cell], runners: Mapping[str, tuple[str, ...]]) -> list[Placement]:
+def unknown_keys(cells: Iterable[Cell], runners: Mapping[str, tuple[str, ...]]) -> list[str]:
+    """The keys of ``runners`` that name neither one of ``cells`` nor a need (a misspelling,
+    ``gpus``, would otherwise leave its cells "not run" while the user believes them served)."""
+    names = {cell.name for cell in cells}
+    return [key for key in runners if key not in names and key not in LACKS]
+
+
+def place(cells: Iterable[Cell], runners: Mapping[str, tuple[str, ...]],
+          executor: str | None = None) -> list[Placement]:
     """Each cell's runner: the labels named for its name, else for what it needs, else a hosted
     runner where it needs nothing one lacks; a cell left with none says why."""
     placed = []
     for cell in cells:
-        kind = need(cell)
+        kind = need(cell, executor)
         labels = runners.get(cell.name) or (runners.get(kind) if kind else None)
         if labels:
             placed.append(Placement(cell.name, tuple(labels)))

@@ -104,6 +104,25 @@ def test_cells_a_hosted_runner_lacks_go_to_the_named_runners_or_are_listed_as_no
     (tmp_path / "pyproject.toml").write_text('[tool.xharness]\nrunners = { gpu = [] }\n')
     assert cli.main(["cells", "--github"]) == 2
     assert "runners.gpu: must be a runner label or a non-empty list" in capsys.readouterr().err
+    # a key that names no cell and no need is a mistake, not a runner nobody asks for
+    (tmp_path / "pyproject.toml").write_text('[tool.xharness]\nrunners = { gpus = "gpu-box" }\n')
+    assert cli.main(["cells", "--github"]) == 2
+    assert "[tool.xharness.runners] names 'gpus': neither a cell of " in capsys.readouterr().err
+
+
+def test_under_the_slurm_executor_every_cell_needs_a_runner_with_the_cluster(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "pyproject.toml").write_text(textwrap.dedent("""
+        [tool.xharness]
+        executor = "slurm"
+        runners = { slurm = "login-node" }
+        cells = [{ name = "cpu-2", devices = 2 }, { name = "gpu-1", backend = "gpu" }]
+    """))
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["cells", "--github"]) == 0
+    outputs = dict(line.split("=", 1) for line in capsys.readouterr().out.splitlines())
+    assert json.loads(outputs["matrix"])["include"] == [{"cell": "cpu-2", "runs-on": ["login-node"]}]
+    assert [c["cell"] for c in json.loads(outputs["not_run"])] == ["gpu-1"]
 
 
 def test_force_never_rewrites_the_section_and_workflow_only_writes_the_workflow(
