@@ -513,8 +513,7 @@ def render_dashboard(
         )
     when = (generated or datetime.now(UTC)).isoformat(timespec="seconds")
     note_html = "".join(f'<p class="note">{escape(n)}</p>' for n in notes)
-    failing = grid.total.counts[FAILED] + grid.total.counts[ERROR]
-    heading = f"{title}: {'failing' if failing else 'passing'}"  # the tab's title and the page's heading
+    heading = f"{title}: {grid.total.verdict}"  # the tab's title and the page's heading
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         '<meta http-equiv="Content-Security-Policy" content="default-src \'none\'; '

@@ -51,6 +51,14 @@ class Tally:
         return sum(self.counts.values())
 
     @property
+    def verdict(self) -> str:
+        """A run's word on the pages' headings: failing (a failure or an error), passing, or
+        nothing ran (no record at all: never green, as a CI whose every cell went unrun is not)."""
+        if self.counts[FAILED] + self.counts[ERROR]:
+            return "failing"
+        return "passing" if self.total else "nothing ran"
+
+    @property
     def status(self) -> str:
         for outcome in SEVERITY:
             if self.counts[outcome]:

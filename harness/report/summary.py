@@ -176,8 +176,8 @@ def render_summary(
     (``report.findings``) close it, where the budget leaves room."""
     grid = build_grid(records)
     total = grid.total
-    failing = total.counts[FAILED] + total.counts[ERROR]
-    verdict = f"{SQUARES[FAILED]} failing" if failing else f"{SQUARES[PASSED]} passing"
+    square = {"failing": SQUARES[FAILED], "passing": SQUARES[PASSED]}.get(total.verdict, SQUARES[SKIPPED])
+    verdict = f"{square} {total.verdict}"
     budget = _Budget(limit - _NOTE_RESERVE)
     counts = " · ".join(f"{NAMES.get(o, o)} **{total.counts[o]}**" for o in outcomes_shown(SEVERITY, total.counts))
     budget.add(

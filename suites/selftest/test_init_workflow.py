@@ -275,3 +275,28 @@ def test_init_says_which_jax_the_workflows_python_resolves(tmp_path: Path, capsy
     assert _init(tmp_path / "other", "--install", USABLE, "--python", "3.99") == 0
     out = capsys.readouterr().out
     assert f"the workflow's Python 3.99 is not this one ({mine}, JAX " in out and "may not be the JAX tested here" in out
+
+
+def test_when_no_cell_has_a_runner_the_report_job_says_nothing_ran_with_each_reason(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every cell needs a GPU and no runner is named: the cells job is skipped, no JUnit comes
+    back, and the report job's own step still writes the pages, which are not green."""
+    from harness.commands.workflow import workflow
+
+    steps = YAML(typ="safe").load(workflow("3.11"))["jobs"]["report"]["steps"]
+    script = next(step["run"] for step in steps if step.get("name") == "Merge, dashboard and summary")
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "artifacts" / "junit").mkdir(parents=True)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "xharness").write_text(f"#!/bin/sh\nexec {sys.executable} -m harness.cli \"$@\"\n")
+    (bin_dir / "xharness").chmod(0o755)
+    summary = tmp_path / "step-summary.md"
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "GITHUB_STEP_SUMMARY": str(summary),
+           "NOT_RUN": '[{"cell": "gpu-1", "why": "cell gpu-1 not run: it needs a GPU"}]'}
+    done = subprocess.run(["bash", "-euo", "pipefail", "-c", script], env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr
+    text = summary.read_text()
+    assert text.startswith("## xharness results: ⬜ nothing ran\n") and "> cell gpu-1 not run: it needs a GPU" in text
+    assert "<title>xharness results: nothing ran</title>" in (tmp_path / "reports" / "index.html").read_text()
