@@ -193,7 +193,7 @@ def parse_gres(text: str) -> dict[str, int]:
     for line in text.split():
         for item in line.split(","):
             item = item.split("(", 1)[0].strip()
-            if not item or item == "null":
+            if not item:  # "(null)": none
                 continue
             parts = item.split(":")
             count = int(parts[-1]) if len(parts) > 1 and parts[-1].isdigit() else 1

@@ -188,7 +188,26 @@ def test_a_controller_silent_past_its_time_is_named_with_the_whole_command(slurm
 
 
 def test_generic_resources_of_every_spelling_sinfo_uses(slurm: FakeSlurm) -> None:
-    slurm.says("sinfo", "(null)\ngpu\ngpu:tesla:2(S:0)\n,gpu:1\n")
-    assert generic_resources()[1] == {"gpu": 2}
+    slurm.says("sinfo", "(null)\ngpu\ngpu:tesla:2(S:0)\n,gpu:1\n,mps:7\n")
+    assert generic_resources()[1] == {"gpu": 2, "mps": 7}
+    slurm.says("sinfo", "gpu:0\n")  # configured with none: said as none, not as one
+    assert generic_resources()[1] == {"gpu": 0}
     slurm.says("sinfo", "mps:x\n")
     assert generic_resources()[1] == {"mps": 1}
+
+
+def test_a_slurm_conf_that_names_no_file_is_said_at_once_and_one_that_does_is_used(
+        slurm: FakeSlurm, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """SLURM's commands retry for a minute before saying their configuration is missing."""
+    monkeypatch.setenv("SLURM_CONF", str(tmp_path / "nowhere" / "slurm.conf"))
+    slurm.says("sinfo", "0/4/0/4\n")
+    with pytest.raises(SlurmError) as missing:
+        total_cpus()
+    assert str(missing.value) == (f"sinfo --noheader --format=%C: SLURM_CONF={tmp_path / 'nowhere' / 'slurm.conf'} "
+                                  "names no file (the cluster's slurm.conf)")
+    assert slurm.asked("sinfo") == []  # nothing was asked of a controller that cannot be found
+    (tmp_path / "slurm.conf").write_text("ClusterName=x\n")
+    monkeypatch.setenv("SLURM_CONF", str(tmp_path / "slurm.conf"))
+    assert total_cpus() == 4
+    monkeypatch.delenv("SLURM_CONF")
+    assert total_cpus() == 4

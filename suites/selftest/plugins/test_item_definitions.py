@@ -82,3 +82,15 @@ def test_the_projects_own_distribution_is_named_by_its_pyproject(tmp_path: Path)
     (tmp_path / "pyproject.toml").write_text('[tool.xharness]\n')
     assert project_items.distributions(read(tmp_path / "pyproject.toml"), "reference") == set()
 
+
+
+def test_a_module_without_a_file_is_defined_at_the_runs_directory(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """A namespace package has no ``__file__``: its items are placed at the run's own directory,
+    line 1, rather than at a path that names nothing."""
+    fake = types.ModuleType("plug_nofile")
+    fake.__file__ = None
+    monkeypatch.setitem(sys.modules, "plug_nofile", fake)
+    monkeypatch.chdir(tmp_path)
+    entry = EntryPoint("xharness.scenarios", "s", "plug_nofile:SCENARIO", "plug-dist", "1.0")
+    assert project_items.definition(entry) == (tmp_path.resolve(), 1)

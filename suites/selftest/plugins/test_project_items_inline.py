@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from fake_dists import INVARIANTS, REFERENCE_SCENARIO, fake_dist
+from fake_dists import ADAPTERS, INVARIANTS, REFERENCE_SCENARIO, fake_dist
 
 from harness import adapters, entrypoints, project_items
 from harness.project import read
@@ -49,12 +49,18 @@ def _never(ctx):
 ALWAYS = api.Scenario(
     id="plug-always", title="t", upstream=(), component="c", trigger="t", fault="lost-sharding",
     signatures=(api.Signature("seen", "plug_more.scen:Seen", "switch off too"),),
-    variants={"one": _always},
+    variants={"one": _always, "on-tpu": _never}, needs=api.Needs(devices=2),
+    variant_needs={"on-tpu": api.Needs(backends=("tpu",))},
 )
 TOOTHLESS = api.Scenario(
     id="plug-toothless", title="t", upstream=(), component="c", trigger="t", fault="lost-sharding",
     signatures=(api.Signature("seen", "plug_more.scen:Seen", "never"), api.Signature("gone", "plug_more.scen:Seen", "x")),
-    variants={"one": _never},
+    variants={"one": _never, "two": _never},
+)
+WRONG_SIGNATURE = api.Scenario(
+    id="plug-wrong", title="t", upstream=(), component="c", trigger="t", fault="lost-sharding",
+    signatures=(api.Signature("seen", "plug_more.scen:Seen", "switch"), api.Signature("gone", "plug_more.scen:Seen", "x")),
+    variants={"one": _always}, expected={"one": ("gone",)},
 )
 ON_TPU = api.Scenario(
     id="plug-on-tpu", title="t", upstream=(), component="c", trigger="t", fault="lost-sharding",
@@ -68,6 +74,11 @@ HUGE = api.Scenario(
 ON_JAX = api.Scenario(
     id="plug-jax", title="t", upstream=(), component="c", trigger="t", fault="lost-sharding",
     signatures=(api.Signature("seen", "plug_more.scen:Seen", "x"),), variants={"one": _never}, runtime="jax",
+)
+BROKEN_ON_JAX = api.Scenario(
+    id="plug-jax-broken", title="t", upstream=(), component="c", trigger="t", fault="lost-sharding",
+    signatures=(api.Signature("seen", "plug_more.scen:Seen", "switch off"),), variants={"one": _always},
+    runtime="jax",
 )
 '''
 
@@ -174,9 +185,10 @@ def test_each_way_a_scenario_item_fails_or_skips_says_why(pytester: pytest.Pytes
     _project(pytester, site, {"xharness.scenarios": {
         "plug-always": "plug_more.scen:ALWAYS", "plug-toothless": "plug_more.scen:TOOTHLESS",
         "plug-on-tpu": "plug_more.scen:ON_TPU", "plug-huge": "plug_more.scen:HUGE",
+        "plug-wrong": "plug_more.scen:WRONG_SIGNATURE",
     }}, {"plug_more.scen": MORE_SCENARIOS})
     by_name = {nodeid.rsplit("::", 1)[-1]: r for nodeid, r in _reports(pytester, "-k", "plug").items()}
-    assert len(by_name) == 8, sorted(by_name)
+    assert len(by_name) == 10, sorted(by_name)
 
     always = by_name["plug-always[fixed]"]
     assert always.failed
@@ -184,13 +196,21 @@ def test_each_way_a_scenario_item_fails_or_skips_says_why(pytester: pytest.Pytes
                                           "replay: xharness repro plug-always --seed 0\n"
                                           "  one: failed Seen: broken with the switch off too\nTraceback"), \
         always.longreprtext
-    assert by_name["plug-always[injected]"].passed
+    # the variant that ran showed its signature; the other could not run here, which is no failure
+    assert by_name["plug-always[injected]"].passed, by_name["plug-always[injected]"].longreprtext
+
+    wrong = by_name["plug-wrong[injected]"]  # a signature of the scenario, but not the one its variant must show
+    assert wrong.failed and wrong.longreprtext.startswith(
+        "plug-wrong [injected]: failed, where its fault switch 'lost-sharding' on must show one of its signatures "
+        "(gone, seen)\nreplay: xharness repro plug-wrong --inject --seed 0\n  one: failed expected signature gone, "
+        "saw seen: Seen: broken with the switch off too"), wrong.longreprtext
 
     toothless = by_name["plug-toothless[injected]"]
     assert toothless.failed and by_name["plug-toothless[fixed]"].passed
     assert toothless.longreprtext == (
         "plug-toothless [injected]: not-reproduced, where its fault switch 'lost-sharding' on must show one of its "
-        "signatures (gone, seen)\nreplay: xharness repro plug-toothless --inject --seed 0\n  one: not-reproduced")
+        "signatures (gone, seen)\nreplay: xharness repro plug-toothless --inject --seed 0\n  one: not-reproduced\n"
+        "  two: not-reproduced")
     assert "Traceback" not in toothless.longreprtext  # the message is the whole report
 
     for mode in ("fixed", "injected"):
@@ -258,7 +278,7 @@ def test_a_fixed_run_of_a_plugged_runtime_is_judged_by_the_projects_table(
         return
     assert (props["verdict"], props["expected"], props["actual"], props["release"]) == (
         verdict, table, "passed", jax.__version__)
-    assert props["reason"]
+    assert props["reason"] and (props["scenario"], props["mode"]) == ("plug-jax", "fixed")  # added to, not replaced
     if verdict == "as-expected":
         assert fixed.passed
     else:
@@ -278,3 +298,49 @@ def test_the_distribution_of_a_plugged_runtime_is_the_projects_too(tmp_path: Pat
     assert project_items.distributions(own, "jax") == {"plug-dist"}  # the harness' own adapter
     (tmp_path / "pyproject.toml").write_text("[tool.xharness]\n")
     assert project_items.distributions(read(tmp_path / "pyproject.toml"), "good") == {"runtime-dist"}
+
+
+def _judged(pytester: pytest.Pytester, site: Path, rows: str) -> dict[str, pytest.TestReport]:
+    """The fixed items of a project testing JAX whose table holds ``rows``."""
+    _project(pytester, site, {"xharness.scenarios": {"plug-jax": "plug_more.scen:ON_JAX",
+                                                     "plug-jax-broken": "plug_more.scen:BROKEN_ON_JAX"}},
+             {"plug_more.scen": MORE_SCENARIOS}, extra='runtime = "jax"\nexpected = "expected.toml"\n')
+    pytester.path.joinpath("expected.toml").write_text(rows)
+    return {n.rsplit("::", 1)[-1]: r for n, r in _reports(pytester, "-k", "fixed").items()}
+
+
+def test_a_release_that_still_has_the_bug_is_a_known_bug_and_one_without_a_row_is_unexpected(
+        pytester: pytest.Pytester, site: Path) -> None:
+    reports = _judged(pytester, site, EXPECTED.format(outcome="reproduced").replace('"plug-jax"', '"plug-jax-broken"'))
+    broken = _props(reports["plug-jax-broken[fixed]"])
+    assert (broken["actual"], broken["expected"], broken["verdict"]) == ("reproduced", "reproduced", "as-expected")
+    assert reports["plug-jax-broken[fixed]"].passed
+    unlisted = reports["plug-jax[fixed]"]
+    assert unlisted.failed and (_props(unlisted)["verdict"], _props(unlisted)["expected"]) == ("unexpected", "")
+
+
+def test_a_row_naming_no_scenario_is_the_tables_error(pytester: pytest.Pytester, site: Path) -> None:
+    reports = _judged(pytester, site, EXPECTED.format(outcome="passed").replace('"plug-jax"', '"plug-jxa"'))
+    failed = reports["plug-jax[fixed]"]
+    assert failed.failed and "plug-jxa" in failed.longreprtext, failed.longreprtext
+
+
+def test_the_reference_runtimes_scenarios_are_never_judged_by_the_table(pytester: pytest.Pytester, site: Path) -> None:
+    _project(pytester, site, {"xharness.scenarios": {"plug-seen": "plug_pkg.scen:SCENARIO"}},
+             {"plug_pkg.scen": REFERENCE_SCENARIO}, extra='expected = "expected.toml"\n')
+    pytester.path.joinpath("expected.toml").write_text(EXPECTED.format(outcome="passed").replace("plug-jax", "plug-seen"))
+    fixed = next(r for n, r in _reports(pytester, "-k", "plug").items() if n.endswith("plug-seen[fixed]"))
+    assert fixed.passed and "verdict" not in _props(fixed), fixed.longreprtext
+
+
+def test_the_items_of_the_distribution_that_registers_the_runtime_under_test_are_the_projects(
+        pytester: pytest.Pytester, site: Path) -> None:
+    good = REFERENCE_SCENARIO.replace("plug_pkg.", "rt_pkg.").replace('variants={"look": _variant},',
+                                                                       'variants={"look": _variant}, runtime="good",')
+    fake_dist(site, "runtime-dist", "0.1", {"xharness.runtimes": {"good": "rt_pkg.ad:Good"},
+                                            "xharness.scenarios": {"plug-seen": "rt_pkg.scen:SCENARIO"}},
+              {"rt_pkg.ad": ADAPTERS, "rt_pkg.scen": good})
+    _project(pytester, site, {}, {}, extra='runtime = "good"\n')
+    run = pytester.inline_run("-p", "no:cacheprovider", "--collect-only")
+    items = run.getcall("pytest_collection_finish").session.items
+    assert sorted(item.name for item in items) == ["plug-seen[fixed]", "plug-seen[injected]", "test_own"]
