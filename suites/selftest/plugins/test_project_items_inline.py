@@ -7,6 +7,7 @@ a child process are ``test_project_items.py``; these see the harness' own code i
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 import textwrap
 from collections.abc import Iterator
@@ -100,7 +101,8 @@ def _forget() -> None:
 def site(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     """Where the project's distribution and a stranger's are installed, on ``sys.path``; the
     inner run may set the runtime under test in the environment, which is put back after."""
-    for name in ("HARNESS_FAULTS", "HARNESS_RUNTIME", "XHARNESS_PROJECT", "HARNESS_CELL"):
+    chosen = ("HARNESS_FAULTS", "HARNESS_RUNTIME", "XHARNESS_PROJECT", "HARNESS_CELL")
+    for name in chosen:
         monkeypatch.delenv(name, raising=False)
     path = tmp_path / "site"
     path.mkdir()
@@ -108,6 +110,8 @@ def site(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     _forget()
     yield path
     _forget()
+    for name in chosen:  # what the inner run set (monkeypatch then puts back what was there before)
+        os.environ.pop(name, None)
 
 
 def _project(pytester: pytest.Pytester, site: Path, groups: dict[str, dict[str, str]], modules: dict[str, str],
