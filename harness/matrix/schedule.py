@@ -65,9 +65,7 @@ def previous_path_times(cell: Cell, junit: Path) -> dict[str, float]:
         return {}
     times = dict.fromkeys(cell.paths, 0.0)
     for record in records:
-        owner = owning_path(cell.paths, record.file or record.nodeid.partition("::")[0])
-        if owner is None:
-            owner = owning_path(cell.paths, record.nodeid.partition("::")[0])
+        owner = record_owner(cell.paths, record)
         if owner is not None:
             times[owner] += record.duration
     return times
@@ -112,6 +110,14 @@ def estimate(cells: list[Cell], previous: dict[str, float], previous_times: dict
             times[cell.name] = {f: scale * s for f, s in durations.file_seconds(cell.name, files).items()}
             sources[cell.name] = DURATIONS
     return Estimates(lengths, times, sources)
+
+
+def record_owner(paths: tuple[str, ...], record: TestRecord) -> str | None:
+    """The path of ``paths`` a record's test belongs to: its file's (JUnit's ``file``), else its
+    node id's file's (a test whose reported file is a fixture's outside the cell, or a record with
+    no file), else None."""
+    owner = owning_path(paths, record.file) if record.file else None
+    return owner if owner is not None else owning_path(paths, record.nodeid.partition("::")[0])
 
 
 def owning_path(paths: tuple[str, ...], file: str) -> str | None:
@@ -179,8 +185,8 @@ def combine(cell: Cell, parts: list[CellResult], wall: float) -> CellResult:
     rank = {p: i for i, p in enumerate(cell.paths)}
 
     def where(record: TestRecord) -> int:
-        owner = owning_path(cell.paths, record.file or record.nodeid.partition("::")[0])
-        return rank.get(owner, len(rank)) if owner is not None else len(rank)
+        owner = record_owner(cell.paths, record)
+        return len(rank) if owner is None else rank[owner]
 
     records.sort(key=where)  # stable: collection order within a path
     for record in records:

@@ -38,12 +38,16 @@ def test_a_path_of_unknown_seconds_counts_nothing_and_is_still_placed() -> None:
     assert _seconds(parts, {"old1": 5.0, "old2": 5.0}) == [5.0, 5.0]
     # paths the times do not know are placed after the known ones, on the lighter part
     assert balance(("x", "y", "z"), {"y": 3.0}) == [("y",), ("x", "z")]
+    # ...and, counting nothing, they all go to the part that was lighter before them
+    assert balance(("a", "b", "c", "d"), {"a": 0.5, "c": 0.6}) == [("c",), ("a", "b", "d")]
 
 
 def test_without_seconds_the_paths_are_dealt_in_turn() -> None:
     assert balance(("a", "b", "c"), {}) == [("a", "c"), ("b",)]
     assert balance(("a", "b", "c"), {"a": 0.0, "b": 0.0}) == [("a", "c"), ("b",)]
     assert balance(("a",), {}, count=3) == [("a",)]  # no empty part
+    assert balance(("z", "y", "x"), {}) == [("z", "x"), ("y",)]  # each part in the paths' order
+    assert balance(("z", "y", "x"), {"z": 1.0, "y": 1.0, "x": 2.0}) == [("x",), ("z", "y")]
 
 
 def test_ties_go_to_the_first_lighter_part_so_the_split_is_the_same_every_run() -> None:

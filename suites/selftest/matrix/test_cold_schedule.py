@@ -86,6 +86,19 @@ def test_the_last_run_wins_and_the_durations_fill_in_at_its_scale(tmp_path: Path
     assert known.sources == {"cpu-1": schedule.LAST_RUN, "cpu-4": schedule.LAST_RUN, "cpu-8": schedule.DURATIONS}
 
 
+def test_the_scale_comes_from_any_known_cell_and_a_cell_of_no_seconds_sets_none(tmp_path: Path) -> None:
+    """The durations' seconds are brought to the last run's scale whatever their size (a fast
+    machine's cell of half a second), and a cell they give no seconds at all leaves them as they are."""
+    tree(tmp_path, ["a/test_1.py", "a/test_2.py"])
+    small = Durations({"cpu-1": CellDurations(0.0, {"a/test_1.py": 0.25, "a/test_2.py": 0.25}),
+                       "cpu-8": CellDurations(1.0, {"a/test_1.py": 1.0, "a/test_2.py": 2.0})})
+    known = schedule.estimate(CELLS[:2], {"cpu-1": 2.0}, {}, small, tmp_path)
+    assert known.lengths == {"cpu-1": 2.0, "cpu-8": 16.0}  # 0.5 s then took 2 s: four times
+    empty = Durations({"cpu-1": CellDurations(0.0, {"a/test_1.py": 0.0, "a/test_2.py": 0.0}),
+                       "cpu-8": CellDurations(1.0, {"a/test_1.py": 1.0, "a/test_2.py": 2.0})})
+    assert schedule.estimate(CELLS[:2], {"cpu-1": 2.0}, {}, empty, tmp_path).lengths == {"cpu-1": 2.0, "cpu-8": 4.0}
+
+
 def test_a_file_or_cell_the_durations_do_not_know_counts_their_mean(tmp_path: Path) -> None:
     tree(tmp_path, ["a/test_1.py", "a/test_2.py", "a/test_new.py"])
     files = ("a/test_1.py", "a/test_2.py", "a/test_new.py")

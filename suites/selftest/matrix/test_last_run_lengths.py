@@ -75,3 +75,26 @@ def test_no_junit_or_an_unreadable_one_is_no_estimate(tmp_path: Path) -> None:
     broken = tmp_path / "broken.xml"
     broken.write_text("<testsuites><testsuite")
     assert previous_path_times(cell, broken) == {}
+
+
+def test_a_cell_of_test_files_counts_each_record_under_its_file(tmp_path: Path) -> None:
+    """A cell's paths may be files: a test in a class, a test whose reported file is a fixture's,
+    and a node id written from another root are each counted under the file that holds them."""
+    junit = tmp_path / "c.xml"
+    write_cell_xml("c", [
+        _record("suites/test_a.py::TestK::test_m", 1.0),
+        _record("suites/test_a.py::TestK::test_n", 2.0),
+        _record("suites/test_a.py::TestK::test_q", 4.0, file="lib/fixtures.py"),
+        _record("suites/test_b.py::test_o", 0.5),
+        _record("test_b.py::test_p", 0.25, file="suites/test_b.py"),
+    ], junit)
+    cell = Cell("c", paths=("suites/test_a.py", "suites/test_b.py"))
+    assert previous_path_times(cell, junit) == pytest.approx({"suites/test_a.py": 7.0, "suites/test_b.py": 0.75})
+
+
+def test_a_cell_split_before_launches_were_recorded_is_remembered_by_its_wall(tmp_path: Path) -> None:
+    (tmp_path / "matrix.json").write_text(json.dumps({"cells": [
+        {"cell": "old", "wall": 10.0, "test_time": 8.0, "overhead": 2.0},
+        {"cell": "split", "wall": 6.0, "test_time": 8.0, "overhead": 2.0, "launches": 2},
+    ]}))
+    assert previous_walls(tmp_path / "matrix.json") == {"old": 10.0, "split": 9.0}

@@ -30,7 +30,7 @@ def test_the_parts_records_come_back_in_the_cells_path_order_under_the_cells_nam
                                _record("suites/b/test_z.py::t5")], wall=4.0, launches=2, interrupted=True)
     whole = combine(cell, [first, second], wall=6.0)
     assert [r.nodeid.split("::")[1] for r in whole.records] == ["t2", "t5", "t4", "t1", "t3"]
-    assert {r.cell for r in whole.records} == {"c"}
+    assert {r.cell for r in whole.records} == {"c"} and whole.cell is cell
     assert whole.wall == 6.0 and whole.launches == 3 and whole.interrupted
     assert whole.overhead == pytest.approx(first.overhead + second.overhead)
     assert combine(cell, [first], wall=6.0).interrupted is False
@@ -43,6 +43,18 @@ def test_a_part_that_selected_nothing_leaves_no_record_unless_no_part_selected_a
     assert [r.nodeid for r in combine(cell, [empty, full], 2.0).records] == ["suites/test_a.py::t"]
     both_empty = combine(cell, [empty, CellResult(cell, [_record(NO_TESTS_ID)], 1.0, 1)], 2.0)
     assert [r.nodeid for r in both_empty.records] == [NO_TESTS_ID]
+
+
+def test_a_split_cell_of_test_files_puts_class_tests_back_in_their_files_order() -> None:
+    cell = Cell("c", paths=("suites/test_b.py", "suites/test_a.py"))
+    first = CellResult(cell, [_record("suites/test_a.py::TestK::t1"), _record("suites/test_a.py::t2", file="lib/f.py")],
+                       wall=1.0, launches=1)
+    second = CellResult(cell, [_record("suites/test_b.py::TestL::t3")], wall=1.0, launches=1)
+    assert [r.nodeid.rsplit("::", 1)[1] for r in combine(cell, [first, second], 2.0).records] == ["t3", "t1", "t2"]
+
+
+def test_a_directory_whose_name_ends_in_a_capital_x_owns_its_files() -> None:
+    assert owning_path(("suites/jaX",), "suites/jaX/test_a.py") == "suites/jaX"
 
 
 def test_a_file_belongs_to_the_first_path_that_holds_it_and_not_to_a_prefix() -> None:
