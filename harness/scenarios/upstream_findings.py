@@ -150,23 +150,41 @@ def _first_line(text: str, *needles: str) -> str:
 def slurm_jobs_4096_apart_on_one_node() -> None:
     """Job A (id X, two ranks) initializes and holds; job B (id X + 4096, two ranks, the same
     first node) starts while A runs. A site's scheduler hands out such a pair after 4096
-    submissions, and two jobs share a node wherever nodes are shared."""
+    submissions, and two jobs share a node wherever nodes are shared.
+
+    Only what the bug does is reported as it: A aborted with the coordination service's own words
+    for another job's ranks (a different incarnation, an unhealthy task), or B's service on A's
+    address. Anything else (a rank that never initialized, A dying of something else, B failing)
+    is an ``AssertionError``: a failure to look into, never the finding, and never a pass."""
+    import subprocess
     import time
 
     first = 1000 + int(time.time()) % 3000  # another pair on every run: no port left over from the last
     a = _slurm_job(first, hold=12.0)
-    line = a[0].stdout.readline()  # type: ignore[union-attr]
-    if ": initialized" not in line:
-        a_out = line + "".join(p.communicate(timeout=60)[0] for p in a)
-        raise AssertionError(f"job A ({first}) did not initialize on its own: {a_out.strip()[:400]}")
-    b = _slurm_job(first + 4096, hold=2.0)
-    b_out = [p.communicate(timeout=90)[0] for p in b]
-    a_out = [line + a[0].communicate(timeout=90)[0], a[1].communicate(timeout=90)[0]]
-    a_address = line.split("coordinator ")[-1].strip()
+    b: list = []
+    try:
+        lines = [p.stdout.readline() for p in a]  # type: ignore[union-attr]
+        if not all(": initialized" in line for line in lines):
+            a_out = "".join(lines) + "".join(p.communicate(timeout=60)[0] for p in a)
+            raise AssertionError(f"job A ({first}) did not initialize on its own: {a_out.strip()[:400]}")
+        b = _slurm_job(first + 4096, hold=2.0)
+        b_out = [p.communicate(timeout=90)[0] for p in b]
+        a_out = [line + p.communicate(timeout=90)[0] for line, p in zip(lines, a, strict=True)]
+    except subprocess.TimeoutExpired as exc:
+        raise AssertionError(f"a rank of job A or B did not end in {exc.timeout:.0f} s") from None
+    finally:
+        for p in a + b:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    a_address = lines[0].split("coordinator ")[-1].strip()
     b_address = _first_line(b_out[0], ": initialized").split("coordinator ")[-1]
     aborted = [i for i, p in enumerate(a) if p.returncode != 0]
     if aborted:
-        why = _first_line("".join(a_out), "incarnation", "unhealthy", "Terminating", "failed")
+        why = _first_line("".join(a_out), "incarnation", "unhealthy")
+        if not why:
+            raise AssertionError(f"job A ({first}) died (rank(s) {aborted}) without the coordination service "
+                                 f"naming another job: {''.join(a_out).strip()[-400:]}")
         raise JobAborted(
             f"job A ({first}), which did nothing wrong, was aborted (rank(s) {aborted}, exit "
             f"{[a[i].returncode for i in aborted]}) once job B ({first + 4096}) started on its node: "
@@ -178,6 +196,10 @@ def slurm_jobs_4096_apart_on_one_node() -> None:
             f"({first}) holds its own, without an error: two concurrent jobs share one coordinator "
             "address (this time each job's ranks happened to reach their own service)"
         )
+    failed = [i for i, p in enumerate(b) if p.returncode != 0]
+    if failed:
+        raise AssertionError(f"job B ({first + 4096}) failed (rank(s) {failed}) on {b_address or 'no address'}, "
+                             f"job A on {a_address}: {''.join(b_out).strip()[-400:]}")
 
 
 _NAN_PAYLOADS_REWRITTEN = Signature("nan-payloads-rewritten", BitsChanged, r"only NaN payloads differ")
