@@ -150,8 +150,10 @@ def plugin_findings() -> tuple[KnownFinding, ...]:
 
 
 def all_findings() -> tuple[KnownFinding, ...]:
-    """The harness' findings, then the plugins'."""
-    return tuple(f for _, f in registered())
+    """The harness' findings in the order ``KNOWN_FINDINGS`` declares them (they come registered
+    by runtime), then the plugins'."""
+    own = sorted((f for plugin, f in registered() if not plugin), key=KNOWN_FINDINGS.index)
+    return (*own, *plugin_findings())
 
 
 @functools.cache
