@@ -32,7 +32,9 @@ import ast
 import fnmatch
 import hashlib
 import json
+import math
 import os
+import random
 import shutil
 import subprocess
 import sys
@@ -200,6 +202,9 @@ def write_profile_config(chosen: Profile) -> None:
         replaced = _replace_list(replaced, key, values)
     if chosen.children:
         replaced = replaced.replace("\npytest_add_cli_args = [", '\npytest_add_cli_args = [\n  "-p", "mutation_hits",', 1)
+        # a cluster test's timing already holds its waits on the scheduler: a mutant that hangs is
+        # given twice its tests' time and a minute more, not mutmut's fifteen times
+        replaced = replaced.rstrip("\n") + "\ntimeout_multiplier = 2.0\ntimeout_constant = 60.0\n"
     pyproject.write_text(text.replace(table, replaced))
 
 
@@ -353,6 +358,8 @@ def command_run(args: argparse.Namespace) -> int:
     sync_tree(chosen.workdir)
     write_profile_config(chosen)
     names = list(args.mutants)
+    if args.sample:
+        names += sample(chosen, args.sample, args.seed)
     if args.since:
         names += changed_functions(args.since, chosen)
         if not names:
@@ -388,12 +395,85 @@ def command_run(args: argparse.Namespace) -> int:
     return command_score(args)
 
 
+def reached(chosen: Profile) -> set[str]:
+    """The functions (mutmut's mangled names) some test reaches, by mutmut's last mapping."""
+    stats = chosen.workdir / "mutants" / "mutmut-stats.json"
+    if not stats.exists():
+        return set()
+    mapping = json.loads(stats.read_text()).get("tests_by_mangled_function_name", {})
+    return {name for name, tests in mapping.items() if tests}
+
+
+def function_of(mutant: str) -> str:
+    return mutant.rsplit("__mutmut_", 1)[0]
+
+
+def sample(chosen: Profile, count: int, seed: int) -> list[str]:
+    """``count`` mutants drawn at random among those some test reaches (a profile too slow to run
+    whole; the rest need no run: nothing reaches them, they survive), added to the profile's
+    record of its sample (``sample.txt``), from which ``estimate`` reads the score."""
+    functions = reached(chosen)
+    every = sorted(name for name in results(chosen) if function_of(name) in functions)
+    if not every:
+        raise UsageError(f"no mutants of profile {chosen.name!r} that a test reaches yet: run it once first")
+    drawn = random.Random(seed).sample(every, min(count, len(every)))
+    record = chosen.workdir / "sample.txt"
+    earlier = set(record.read_text().split()) if record.exists() else set()
+    record.write_text("".join(f"{name}\n" for name in sorted(earlier | set(drawn))))
+    return drawn
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """A room's score estimated from a random sample of the mutants its tests reach."""
+
+    room: str
+    unreached: int  # survivors for certain: no test reaches their function
+    reached: int  # mutants a test reaches (not equivalent)
+    judged: int  # of those, in the sample and run
+    killed: int
+
+    def score(self) -> tuple[float, float, float]:
+        """The room's score and its 95% interval (Wilson's, over the sample of reached mutants)."""
+        total = self.unreached + self.reached
+        share, n, z = self.killed / self.judged, self.judged, 1.96
+        centre = (share + z * z / (2 * n)) / (1 + z * z / n)
+        half = z * math.sqrt(share * (1 - share) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+        return tuple(x * self.reached / total for x in (share, max(0.0, centre - half), min(1.0, centre + half)))
+
+
+def estimates(chosen: Profile) -> list[Estimate]:
+    """Each room's estimate, where the profile was run on a sample (``sample``)."""
+    record = chosen.workdir / "sample.txt"
+    if not record.exists():
+        return []
+    drawn, functions, known = set(record.read_text().split()), reached(chosen), equivalents()
+    found: dict[str, list[int]] = {room: [0, 0, 0, 0] for room in chosen.only_mutate}
+    for name, (room, code) in results(chosen).items():
+        if name in known and _still_equivalent(chosen.workdir, name, known[name]):
+            continue
+        counts = found[room]
+        if function_of(name) not in functions:
+            counts[0] += 1
+            continue
+        counts[1] += 1
+        if name in drawn and code is not None:
+            counts[2] += 1
+            counts[3] += code in KILLED_CODES
+    return [Estimate(room, *counts) for room, counts in found.items() if counts[2]]
+
+
 def command_score(args: argparse.Namespace) -> int:
     chosen = profile(args.profile)
     if not (chosen.workdir / "mutants").is_dir():
         raise UsageError(f"no results for profile {chosen.name!r} yet: ci/mutation.py run first")
     scores, stale = score(chosen)
     print(table(scores, markdown=getattr(args, "markdown", False)))
+    for est in estimates(chosen):
+        score_, low, high = est.score()
+        print(f"{est.room}: estimated {score_:.1%} (95% interval {low:.1%} to {high:.1%}): {est.killed} killed of "
+              f"{est.judged} drawn at random among the {est.reached} mutants a test reaches; "
+              f"{est.unreached} no test reaches")
     for name in stale:
         print(f"stale equivalent: {name} changed since it was judged; judge it again", file=sys.stderr)
     low = below_floor(scores)
@@ -430,6 +510,8 @@ def parser() -> argparse.ArgumentParser:
     run = commands.add_parser("run", help="run mutmut over a profile's rooms, then score them")
     run.add_argument("mutants", nargs="*", help="mutmut names or patterns (default: every mutant)")
     run.add_argument("--since", help="only the functions changed since this git revision")
+    run.add_argument("--sample", type=int, default=0, help="also N mutants drawn at random (see --seed)")
+    run.add_argument("--seed", type=int, default=0, help="the draw of --sample")
     run.add_argument("--max-children", type=int, default=os.cpu_count() or 2)
     scored = commands.add_parser("score", help="print the score per room of the last run")
     scored.add_argument("--markdown", action="store_true")

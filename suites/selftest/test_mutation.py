@@ -63,6 +63,17 @@ def test_a_room_scores_kills_over_judged_and_an_unjudged_survivor_fails_the_floo
     assert mutation.below_floor([tally]) == []
 
 
+def test_a_sampled_room_is_estimated_with_what_no_test_reaches_counted_as_survivors() -> None:
+    """A profile too slow to run whole is scored from a random sample of the mutants its tests
+    reach; those no test reaches are survivors for certain, not part of the draw."""
+    mutation = _module()
+    score, low, high = mutation.Estimate("harness/x.py", unreached=10, reached=90, judged=30, killed=27).score()
+    assert score == pytest.approx(0.81)  # 90% of the 90 reached, over all 100
+    assert 0.6 < low < score < high < 0.9
+    every = mutation.Estimate("harness/x.py", unreached=0, reached=50, judged=50, killed=50).score()
+    assert every[0] == every[2] == pytest.approx(1.0) and every[1] < 1.0
+
+
 def test_mutmut_runs_a_few_mutants_of_one_room_and_kills_some(tmp_path: Path) -> None:
     done = subprocess.run(
         [sys.executable, str(SCRIPT), "run", "--profile", "smoke", "--max-children", "1",
