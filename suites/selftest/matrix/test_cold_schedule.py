@@ -113,6 +113,10 @@ def test_a_cells_files_leave_out_what_it_ignores(tmp_path: Path) -> None:
     assert test_files.cell_files(cell, tmp_path) == ("s/test_a.py", "s/sub/test_b.py", "t/test_c.py")
     ignored_dir = Cell(name="c", paths=("s",), pytest_args=("--ignore=s/sub",))
     assert test_files.cell_files(ignored_dir, tmp_path) == ("s/test_a.py", "s/test_teeth.py")
+    # an ignored directory named with a trailing slash, whatever its name ends in
+    tree(tmp_path, ["s/XLA_X/test_d.py"])
+    cell = Cell(name="c", paths=("s",), pytest_args=("--ignore=s/XLA_X/", "--ignore=s/test_teeth.py"))
+    assert test_files.cell_files(cell, tmp_path) == ("s/test_a.py", "s/sub/test_b.py")
 
 
 def test_the_file_round_trips_and_a_broken_one_is_named(tmp_path: Path) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 from importlib import metadata
 from pathlib import Path
 
@@ -77,10 +78,16 @@ def test_without_a_record_pip_wrote_the_version_pins_it(site: Path, direct_url: 
     assert install_source.installed("xharness_plug") == InstallLine("Xharness-Plug==1.0", "index")
 
 
-def test_the_copy_pip_recorded_a_source_in_is_preferred(site: Path) -> None:
+def test_the_copy_pip_recorded_a_source_in_is_preferred(site: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A source checkout's metadata comes first on the path (the command runs from the checkout);
+    the installed copy, later on the path, is the one pip says where it came from."""
     _dist(site, "xharness_plug.egg-info", "xharness-plug", None)
-    _dist(site, "xharness_plug-1.0.dist-info", "xharness-plug", json.dumps(
+    later = site.parent / "installed"
+    monkeypatch.setattr(sys, "path", [*sys.path, str(later)])
+    _dist(later, "xharness_plug-1.0.dist-info", "xharness-plug", json.dumps(
         {"url": "https://example.org/o/plug.git", "vcs_info": {"vcs": "git", "commit_id": "ab12"}}))
+    assert [d.read_text("direct_url.json") is None for d in metadata.distributions(name="xharness-plug")] == [
+        True, False]
     assert install_source.installed("xharness-plug") == InstallLine(
         "xharness-plug @ git+https://example.org/o/plug.git@ab12", "vcs")
 

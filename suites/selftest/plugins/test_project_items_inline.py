@@ -19,6 +19,7 @@ from fake_dists import ADAPTERS, INVARIANTS, REFERENCE_SCENARIO, fake_dist
 from harness import adapters, entrypoints, project_items
 from harness.project import read
 from harness.properties import registry as invariants
+from harness.scenarios import known_findings
 from harness.scenarios import registry as scenarios
 
 pytest_plugins = ("pytester",)
@@ -89,11 +90,12 @@ BROKEN = "import plug_missing_dependency\n"
 def _forget() -> None:
     """Forget every registry read and every plugin module imported (other tests install packages
     of the same names)."""
-    for name in [m for m in sys.modules if m.split(".")[0] in ("plug_pkg", "plug_more", "other_pkg", "rt_pkg")]:
+    for name in [m for m in sys.modules if m.split(".")[0] in ("plug_pkg", "plug_more", "other_pkg", "rt_pkg", "plug_found")]:
         del sys.modules[name]
     importlib.invalidate_caches()
     entrypoints.reset()
-    for cached in (adapters.registry, adapters.adapter_class, adapters.get, scenarios.loaded, invariants.loaded):
+    for cached in (adapters.registry, adapters.adapter_class, adapters.get, scenarios.loaded, invariants.loaded,
+                   known_findings.registered):
         cached.cache_clear()
 
 
@@ -348,3 +350,50 @@ def test_the_items_of_the_distribution_that_registers_the_runtime_under_test_are
     run = pytester.inline_run("-p", "no:cacheprovider", "--collect-only")
     items = run.getcall("pytest_collection_finish").session.items
     assert sorted(item.name for item in items) == ["plug-seen[fixed]", "plug-seen[injected]", "test_own"]
+
+
+GOOD_SCENARIO = """
+from harness import api
+
+def _never(ctx):
+    pass
+
+SCENARIO = api.Scenario(
+    id="plug-good", title="t", upstream=(), component="c", trigger="t", fault="f", signatures=(),
+    variants={"one": _never}, runtime="good",
+)
+FOUND = (api.KnownFinding(invariant="coverage", runtime="good", upstream="", summary="a finding of its own",
+                          id="plug-found"),)
+"""
+
+#: the runtime's release, which a table judges by
+VERSIONED = """
+
+def _version(self):
+    return "0.1"
+
+Good.version = _version
+"""
+
+GOOD_ROWS = """
+[[expect]]
+runtime = "good"
+releases = ">=0"
+scenario = "{scenario}"
+outcome = "{outcome}"
+why = "measured by hand"
+"""
+
+
+def test_the_projects_table_may_name_its_runtimes_own_findings(pytester: pytest.Pytester, site: Path) -> None:
+    """A plugged runtime's table holds rows for its own findings (xharness.findings) beside its
+    scenarios': they are names the table knows, not mistakes."""
+    fake_dist(site, "runtime-dist", "0.1", {"xharness.runtimes": {"good": "rt_pkg.ad:Good"},
+                                            "xharness.scenarios": {"plug-good": "rt_pkg.scen:SCENARIO"},
+                                            "xharness.findings": {"good": "rt_pkg.scen:FOUND"}},
+              {"rt_pkg.ad": ADAPTERS + VERSIONED, "rt_pkg.scen": GOOD_SCENARIO})
+    _project(pytester, site, {}, {}, extra='runtime = "good"\nexpected = "expected.toml"\n')
+    pytester.path.joinpath("expected.toml").write_text(GOOD_ROWS.format(scenario="plug-good", outcome="passed")
+                                                       + GOOD_ROWS.format(scenario="plug-found", outcome="reproduced"))
+    fixed = next(r for n, r in _reports(pytester, "-k", "fixed").items() if n.endswith("plug-good[fixed]"))
+    assert fixed.passed and _props(fixed)["verdict"] == "as-expected", fixed.longreprtext
