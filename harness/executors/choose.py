@@ -23,10 +23,10 @@ class NoCluster(Exception):
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--on", choices=tuple(EXECUTORS), default=None, dest="executor",
+    parser.add_argument("--on", choices=tuple(EXECUTORS), dest="executor",
                         help="where the cells run: " + "; ".join(f"{k}: {v}" for k, v in EXECUTORS.items())
                         + " (default: [tool.xharness] executor, else local)")
-    parser.add_argument("--deadline", type=float, default=None, metavar="SECONDS",
+    parser.add_argument("--deadline", type=float, metavar="SECONDS",
                         help="--on slurm: a job still waiting to start this long after the run began is "
                         "cancelled and recorded (default: [tool.xharness.slurm] deadline, else 7200)")
 
@@ -52,7 +52,7 @@ def executor_for(name: str, slurm: dict[str, Any], deadline: float | None, out: 
                              options=tuple(slurm.get("options", ()))),
         deadline=float(deadline or slurm.get("deadline") or SlurmOptions.deadline),
     )
-    executor = SlurmExecutor(options, out.resolve(), progress, workdir=Path.cwd())
+    executor = SlurmExecutor(options, out.resolve(), progress)
     try:
         executor.capacity()
     except SlurmError as exc:

@@ -13,7 +13,7 @@ import pytest
 from fake_slurm import FakeSlurm, on_path
 
 from harness.errors import UsageError
-from harness.executors import LOCAL, SLURM
+from harness.executors import EXECUTORS, LOCAL, SLURM
 from harness.executors.choose import NoCluster, add_arguments, executor_for, executor_name
 from harness.executors.slurm import SlurmExecutor, SlurmOptions
 from harness.executors.unit import LocalExecutor
@@ -98,8 +98,8 @@ def test_the_flags_say_where_cells_run_in_the_help_and_refuse_an_unknown_place()
     parser = argparse.ArgumentParser(prog="xharness run")
     add_arguments(parser)
     text = " ".join(parser.format_help().split())
-    assert "--on {local,slurm} where the cells run: local: " in text
-    assert "slurm: " in text and "(default: [tool.xharness] executor, else local)" in text
+    assert (f"--on {{local,slurm}} where the cells run: local: {EXECUTORS[LOCAL]}; slurm: {EXECUTORS[SLURM]} "
+            "(default: [tool.xharness] executor, else local) --deadline") in text
     assert ("--deadline SECONDS --on slurm: a job still waiting to start this long after the run began is "
             "cancelled and recorded (default: [tool.xharness.slurm] deadline, else 7200)") in text
     assert _args().executor is None and _args().deadline is None
