@@ -224,3 +224,27 @@ def test_only_a_close_name_or_the_harness_prefix_is_warned_about() -> None:
     assert settings.near_miss("JAX_NUM_CPUS") is None  # JAX's own, only loosely alike
     assert settings.near_miss("HARNESS_TIMEOUT") == (
         "HARNESS_TIMEOUT is set but is no setting of the harness; did you mean HARNESS_WAIT_TIMEOUT?")
+
+
+def test_a_setting_is_read_from_its_text_else_its_default_and_read_again_alike(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """What each kind of setting reads from a set, an empty and an unset variable; the second
+    read of the same text is the first's value (it is kept, not parsed again)."""
+    monkeypatch.setattr(settings, "_PARSED", {})
+    for _ in range(2):
+        assert settings.read("XHARNESS_MUTATION_JOBS", {"XHARNESS_MUTATION_JOBS": "7"}) == 7
+        assert settings.read("XHARNESS_MUTATION_JOBS", {"XHARNESS_MUTATION_JOBS": "  "}) == 2  # its default
+        assert settings.read("XHARNESS_MUTATION_JOBS", {}) == 2
+        assert settings.read("XHARNESS_MUTATION_HITS", {}) is None  # no default, not a choice: nothing
+        assert settings.read("XHARNESS_PYTHON_FROM", {}) == ""  # a choice whose default is its empty name
+        assert settings.read("XHARNESS_PYTHON_FROM", {"XHARNESS_PYTHON_FROM": "Debian"}) == "debian"
+
+
+@pytest.mark.parametrize(("count", "listed"), [(20, True), (21, False)])
+def test_a_wrong_name_lists_the_names_where_they_are_few(count: int, listed: bool) -> None:
+    names = tuple(f"n{i}" for i in range(count))
+    setting = settings.Setting("XHARNESS_EXAMPLE", settings.Names("names of things", values=names), "", "an example")
+    with pytest.raises(SettingError) as refused:
+        setting.parse("nope")
+    said = str(refused.value)
+    assert said.endswith("accepted: names of things" + (f" ({', '.join(names)})" if listed else "")), said
