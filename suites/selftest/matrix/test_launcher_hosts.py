@@ -18,6 +18,7 @@ from harness.matrix.launchers import (
     ClusterOptions,
     launcher_command,
     no_hosts_of_their_own,
+    unavailable,
 )
 
 pytestmark = pytest.mark.cell_independent
@@ -89,3 +90,46 @@ def test_mpirun_on_hosts_runs_on_the_allocations_first_node_with_its_nodes_given
     assert not any(a.startswith(("--partition", "--account", "--time")) for a in bare)
     # not on hosts: mpirun alone, placed by this machine
     assert launcher_command(MPI, 2, ClusterOptions(), "xh-c", argv)[0] == "mpirun"
+
+
+#: sinfo that answers only the questions the harness asks, word for word
+STRICT_SINFO = ('[ "$*" = "-h -N -o %N %o" ] && { printf "xh-node1 198.18.0.1\\nxh-node2 198.18.0.2\\n"; exit 0; }\n'
+                '[ "$*" = "-h -o %t %D" ] && { echo "idle 2"; exit 0; }\n'
+                'echo "sinfo: asked $*" >&2; exit 1')
+
+
+def test_sinfo_is_asked_exactly_for_each_nodes_name_and_address(tmp_path: Path) -> None:
+    env = _tools(tmp_path, **UP, sinfo=STRICT_SINFO)
+    assert no_hosts_of_their_own(SLURM, env) == ""
+
+
+def test_the_process_environment_is_read_where_none_is_given(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    env = _tools(tmp_path, **UP, sinfo=STRICT_SINFO)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    assert unavailable(SLURM) == "" and no_hosts_of_their_own(SLURM) == ""
+
+
+def test_an_answer_is_kept_for_its_own_path_only(tmp_path: Path) -> None:
+    """Another PATH (another cluster's commands) is asked again, not answered from the first."""
+    (tmp_path / "a").mkdir()
+    down = _tools(tmp_path / "a", **UP, sinfo="echo 'sinfo: error: Unable to contact slurm controller' >&2; exit 1")
+    assert unavailable(SLURM, down).startswith("no SLURM cluster answers")
+    (tmp_path / "b").mkdir()
+    up = {**down, "PATH": str(tmp_path / "b" / "bin")}
+    (tmp_path / "b" / "bin").mkdir()
+    for name, body in {**UP, "sinfo": STRICT_SINFO}.items():
+        (tmp_path / "b" / "bin" / name).write_text("#!/bin/sh\n" + body + "\n")
+        (tmp_path / "b" / "bin" / name).chmod(0o755)
+    assert unavailable(SLURM, up) == ""
+    assert unavailable(SLURM, down).startswith("no SLURM cluster answers")  # kept, and its own
+
+
+def test_a_sinfo_that_cannot_start_or_says_much_is_named_in_few_words(tmp_path: Path) -> None:
+    env = _tools(tmp_path, **UP, sinfo="exit 0")
+    (tmp_path / "bin" / "sinfo").write_text("#!/nonexistent/interpreter\n")
+    said = unavailable(SLURM, env)
+    assert said.startswith("no SLURM cluster answers: `sinfo -h -o %t %D` could not start: "), said
+    env = _tools(tmp_path, **UP, sinfo=f"echo {'e' * 400} >&2; exit 1")
+    said = unavailable(SLURM, env)
+    assert f"sinfo says '{'e' * 300}';" in said, said
