@@ -83,3 +83,11 @@ def test_a_test_in_nested_classes_keeps_its_node_id(tmp_path: Path) -> None:
     record.attempts.append(Attempt("passed"))
     write_cell_xml("c", [record], tmp_path / "c.xml")
     assert read_records(tmp_path / "c.xml")[0].nodeid == "suites/test_a.py::TestOuter::TestInner::test_n"
+
+
+def test_a_foreign_reports_test_in_nested_classes_gets_its_node_id_back(tmp_path: Path) -> None:
+    """A JUnit file another pytest wrote names a test by class name and file only."""
+    (tmp_path / "other.xml").write_text(
+        '<testsuites><testsuite name="pytest" tests="1"><testcase classname="suites.test_a.TestOuter.TestInner" '
+        'name="test_n" file="suites/test_a.py" time="0.1"/></testsuite></testsuites>')
+    assert [r.nodeid for r in read_records(tmp_path / "other.xml")] == ["suites/test_a.py::TestOuter::TestInner::test_n"]
