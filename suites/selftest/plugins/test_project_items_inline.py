@@ -103,7 +103,9 @@ def _forget() -> None:
 def site(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     """Where the project's distribution and a stranger's are installed, on ``sys.path``; the
     inner run may set the runtime under test in the environment, which is put back after."""
-    chosen = ("HARNESS_FAULTS", "HARNESS_RUNTIME", "XHARNESS_PROJECT", "HARNESS_CELL")
+    # the cell's own settings (its fault switches, runtime, runtime options) would be the inner
+    # run's too, and its replay lines would carry them
+    chosen = ("XHARNESS_PROJECT", *(name for name in os.environ if name.startswith("HARNESS_")))
     for name in chosen:
         monkeypatch.delenv(name, raising=False)
     path = tmp_path / "site"
