@@ -7,7 +7,7 @@ SLURM executor submits jobs, the jobs start cells and the cells start ranks. Uns
 there would read "no tests", and a profile of that code would score nothing. This module carries
 those calls back, for a profile with ``children = true`` (``ci/mutation.toml``):
 
-* in every process a test starts (``sitecustomize`` beside this file, which ``ci/mutation.py``
+* in every process a test starts (``mutation_child``, imported by the ``sitecustomize`` beside this file, which ``ci/mutation.py``
   puts on ``PYTHONPATH`` with mutmut's copy of the harness, so the children import the mutants),
   during the stats run: the name of each mutated function called is appended, once per process,
   to a file of that process in ``$XHARNESS_MUTATION_HITS``;
@@ -30,56 +30,12 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import sys
+import time
 from pathlib import Path
 from typing import Any
 
-HITS = "XHARNESS_MUTATION_HITS"
-STATS = "stats"  # mutmut's MUTANT_UNDER_TEST while it maps tests to functions
-
-
-def _hits_dir() -> Path | None:
-    value = os.environ.get(HITS)
-    return Path(value) if value else None
-
-
-def main_module(argv: list[str]) -> str | None:
-    """The module this process runs as ``__main__`` (``python -m NAME``), or None."""
-    for index, arg in enumerate(argv[1:-1], 1):
-        if arg == "-m":
-            return argv[index + 1]
-        if not arg.startswith("-"):
-            return None  # a script: its functions are no room's
-    return None
-
-
-def record_in_child() -> None:
-    """In a (child) process: write each call of a mutated function where the test reads it
-    (stats run), and let a mutant of the module run as ``__main__`` switch on there."""
-    directory = _hits_dir()
-    if directory is None or not os.environ.get("MUTANT_UNDER_TEST"):
-        return
-    import mutmut.mutation.trampoline as trampoline
-
-    main = main_module(list(sys.orig_argv))
-    if os.environ["MUTANT_UNDER_TEST"] != STATS:
-        if main is not None and os.environ["MUTANT_UNDER_TEST"].startswith(main + "."):
-            as_main = "__main__." + os.environ["MUTANT_UNDER_TEST"][len(main) + 1:]
-            trampoline.get_mutant_under_test = lambda: as_main  # this process only, not its children
-        return
-    seen: set[str] = set()
-    path = directory / f"{os.getpid()}.hits"
-
-    def record(name: str, caller: str | None = None) -> None:
-        if main is not None and name.startswith("__main__."):
-            name = main + name[len("__main__"):]
-        if name in seen:
-            return
-        seen.add(name)
-        with path.open("a", encoding="utf-8") as out:  # one short line: appended whole
-            out.write(name + "\n")
-
-    trampoline.record_trampoline_hit = record  # type: ignore[assignment]
+import pytest
+from mutation_child import STATS, hits_dir
 
 
 def _children_calls(directory: Path) -> set[str]:
@@ -99,7 +55,7 @@ def _empty_queue() -> None:
         left = subprocess.run(["squeue", "-h", f"--user={user}"], capture_output=True, text=True, timeout=60)
         if left.returncode != 0 or not left.stdout.strip():
             return
-        subprocess.run(["sleep", "1"], check=False)
+        time.sleep(1)
 
 
 # -- the pytest plugin (the test's own process) ----------------------------------------------------
@@ -118,26 +74,18 @@ def pytest_collection_modifyitems(items: list[Any]) -> None:
 
 
 def pytest_runtest_setup(item: Any) -> None:
-    directory = _hits_dir()
+    directory = hits_dir()
     if directory is not None:
         shutil.rmtree(directory, ignore_errors=True)
         directory.mkdir(parents=True)
     _empty_queue()
 
 
-def _teardown_wrapper() -> Any:
-    import pytest
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_teardown(item: Any, nextitem: Any) -> Any:
+    directory = hits_dir()
+    if directory is not None and os.environ.get("MUTANT_UNDER_TEST") == STATS and directory.is_dir():
+        from mutmut.state import state
 
-    @pytest.hookimpl(hookwrapper=True)
-    def pytest_runtest_teardown(item: Any, nextitem: Any) -> Any:
-        directory = _hits_dir()
-        if directory is not None and os.environ.get("MUTANT_UNDER_TEST") == STATS and directory.is_dir():
-            from mutmut.state import state
-
-            state()._stats.update(_children_calls(directory))
-        yield
-
-    return pytest_runtest_teardown
-
-
-pytest_runtest_teardown = _teardown_wrapper()
+        state()._stats.update(_children_calls(directory))
+    yield
