@@ -84,15 +84,18 @@ class DeviceData:
         assert self._ready is not None
         self._ready.set()
 
-    def array(self) -> jax.Array:
-        """The buffer, waiting for its execution if it is still a placeholder."""
+    def array(self, *, deleted_ok: bool = False) -> jax.Array:
+        """The buffer, waiting for its execution if it is still a placeholder.
+
+        ``deleted_ok`` hands back a deleted buffer too, for a caller that says itself which input
+        it was and which devices lost it (the executor's look at every per-device buffer)."""
         ready = self._ready
         if ready is not None and not ready.is_set():  # a filled one is read without a point
             await_latch(ready, "reading a value", self.ticket)
         if self.error is not None:
             raise self.error
         assert self._array is not None
-        if self._array.is_deleted():
+        if self._array.is_deleted() and not deleted_ok:
             raise DonatedBufferError(
                 f"buffer with shape {ir.aval_text(self.aval)} is deleted: it was donated to a later "
                 "execution while a tensor still referenced it"

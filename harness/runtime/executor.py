@@ -119,7 +119,9 @@ class Execution:
 
     def _dispatch(self) -> list[jax.Array]:
         exe, inputs, outputs = self.exe, self.inputs, self.outputs
-        args = [inputs[i].array() for i in exe.arg_order]
+        # an input that shares its buffers is judged, deleted or not, by the look below, which
+        # names it (JAX 0.12 marks a whole array deleted once any of its pieces is)
+        args = [inputs[i].array(deleted_ok=inputs[i].shares) for i in exe.arg_order]
         if not faults.active(faults.DELETED_SHARD):
             check_inputs_live(args, inputs, exe.arg_order, self.ticket)
         elif crash_mode() != "signal":

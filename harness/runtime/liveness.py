@@ -40,25 +40,36 @@ def check_inputs_live(
         data = inputs[index]
         if not data.shares:
             continue
-        array = args[position]
-        if array.is_deleted():
-            where = "every device"
-        else:
-            pieces = getattr(array, "_arrays", None)
-            if pieces is None:
-                pieces = [shard.data for shard in array.addressable_shards]
-            gone = [k for k, piece in enumerate(pieces) if piece.is_deleted()]
-            if not gone:
-                continue
-            order = getattr(array.sharding, "_addressable_device_assignment", None)
-            names = [str(order[k]) if order is not None and k < len(order) else f"piece {k}" for k in gone]
-            where = ", ".join(names[:4]) + (", ..." if len(names) > 4 else "")
+        where = _devices_without_buffer(args[position])
+        if where is None:
+            continue
         raise DonatedBufferError(
             f"buffer with shape {ir.aval_text(data.aval)} is deleted: input {position} of "
             f"{ticket.describe()}, laid out {layout_text(data.sharding)}, has no buffer on "
             f"{where} (it was donated or deleted through an array sharing it); the execution "
             "was not launched"
         )
+
+
+def _devices_without_buffer(array: jax.Array) -> str | None:
+    """The devices on which ``array`` has lost its buffer, in words; None when it has them all.
+
+    JAX 0.10 and 0.11 keep a whole array's pieces after one is deleted, so the devices can be
+    named. JAX 0.12 marks the whole deleted as soon as any piece is and drops its pieces: then
+    which devices lost theirs is no longer known."""
+    pieces = getattr(array, "_arrays", None)
+    if array.is_deleted() and not pieces:
+        return "some or all of its devices (the array is deleted as a whole, so which is not known)"
+    if pieces is None:
+        pieces = [shard.data for shard in array.addressable_shards]
+    gone = [k for k, piece in enumerate(pieces) if piece.is_deleted()]
+    if not gone:
+        return None
+    if len(gone) == len(pieces):
+        return "every device"
+    order = getattr(array.sharding, "_addressable_device_assignment", None)
+    names = [str(order[k]) if order is not None and k < len(order) else f"piece {k}" for k in gone]
+    return ", ".join(names[:4]) + (", ..." if len(names) > 4 else "")
 
 
 def as_xla_would(

@@ -7,7 +7,8 @@ a distributed checkpoint loader). Donate or delete one piece and the whole has l
 per-device buffer, while its own ``is_deleted()`` still says False. JAX 0.10.2 hands such an
 array to XLA, which logs "Invalid buffer passed to Execute() ... Buffer has been deleted or
 donated" for that device while the others run, and then the process dies with SIGSEGV; JAX 0.11.2
-raises instead, and refuses to assemble an array from a deleted piece. No upstream report of the
+raises instead, and refuses to assemble an array from a deleted piece; JAX 0.12.1 marks the whole
+deleted with its piece (its ``is_deleted()`` looks at every buffer). No upstream report of the
 crash was found; the closest is openxla/xla#22604 (a twice-donated buffer: "Invalid buffer passed
 to Execute()" up to jax 0.4.28, SIGSEGV from 0.4.29 on CUDA). It is the JAX cousin of PyTorch/XLA's
 SIG11 in ``PjRtShardedData::GetHandle()`` (``race-on-handles``): a handle to a buffer that is
@@ -17,7 +18,9 @@ The reference runtime checks every per-device buffer of an input that may share 
 launches an execution, and raises its own ``DonatedBufferError`` naming the input. The
 ``deleted-shard`` switch makes it trust the global array's flag, as JAX 0.10 does: under
 ``HARNESS_CRASH_MODE=signal`` the buffer really goes to XLA (SIGSEGV on 0.10.2), otherwise the
-runtime raises what XLA reports (``InvalidBufferError``) without handing it over.
+runtime raises what XLA reports (``InvalidBufferError``) without handing it over. On a release
+whose whole array knows it lost a piece the runtime's error still names the input, but no longer
+the device.
 
 The trigger, in the runtime's own API: lay a tensor out over 8 devices, take its local shards,
 update one piece in place and step (parameter aliasing donates the piece's old buffer, which the
