@@ -34,6 +34,7 @@ EVENTS_ENV = "HARNESS_RANK_EVENTS"  # the events file, with ``{rank}``
 LOG_ENV = "HARNESS_RANK_LOG"  # the rank's log, with ``{rank}``
 SLICES_ENV = "HARNESS_SLICES_FROM_NODES"  # "1": a multi-slice cell, one slice per node
 FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1, signal.SIGUSR2)
+UNCATCHABLE = (signal.SIGKILL, signal.SIGSTOP)
 
 
 def _rank_path(template: str, rank: int) -> Path:
@@ -86,7 +87,8 @@ def main(argv: list[str]) -> int:
     events.emit("exit", returncode=code, host=me.host, time=time.time())
     events.close()
     if code < 0:  # die the way the child did, so that the launcher reports the same signal
-        signal.signal(-code, signal.SIG_DFL)
+        if -code not in UNCATCHABLE:  # these two always act by default, and refuse a handler
+            signal.signal(-code, signal.SIG_DFL)
         os.kill(os.getpid(), -code)
     if code in PYTEST_NORMAL_EXITS and _session_ended(events_path):
         # a session that ended by itself (tests failed, or none selected: 1, 5) is no reason to
