@@ -1,0 +1,216 @@
+"""``--on slurm`` following its jobs, against SLURM's commands as scripts: what the run says of each
+job as the queue changes, where a job's files go, what a cancel asks, what the run's deadline and a
+silent controller do, which GPU cells the cluster can serve, and the cost figures in ``matrix.json``.
+The same paths against a real cluster are ``suites/cluster/test_slurm_executor.py``; these read
+the run's own words, which there are only printed."""
+
+from __future__ import annotations
+
+import io
+import re
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from fake_slurm import FakeSlurm, on_path
+
+from harness.executors.slurm import SlurmExecutor, SlurmOptions
+from harness.executors.slurm_job import JobSpec
+from harness.matrix.config import Cell, Matrix
+from harness.matrix.progress import CellProgress, Progress
+from harness.matrix.supervisor import CellResult, RunSettings
+from harness.report.records import ERROR, SKIPPED
+
+pytestmark = pytest.mark.cell_independent
+
+POLL = 0.02
+
+
+@pytest.fixture
+def slurm(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> FakeSlurm:
+    fake = on_path(tmp_path, monkeypatch)
+    # each submission gets the next job id, from 41
+    (fake.root / "sbatch").write_text(
+        "#!/bin/sh\n"
+        f'n=$(cat "{fake.root}/count" 2>/dev/null || echo 40); n=$((n + 1)); echo $n > "{fake.root}/count"\n'
+        f'echo "$*" >> "{fake.root}/sbatch.args"\n'
+        "echo $n\n"
+    )
+    # squeue answers for the jobs it is asked about only, as the real one does
+    (fake.root / "squeue").write_text(
+        "#!/bin/sh\n"
+        f'echo "$*" >> "{fake.root}/squeue.args"\n'
+        f'[ -f "{fake.root}/squeue.err" ] && cat "{fake.root}/squeue.err" >&2\n'
+        f'rc=$(cat "{fake.root}/squeue.rc" 2>/dev/null || echo 0); [ "$rc" = 0 ] || exit "$rc"\n'
+        'for job in $(echo "$*" | sed -n \'s/.*--jobs=\\([0-9,]*\\).*/\\1/p\' | tr , " "); do\n'
+        f'  grep "^$job|" "{fake.root}/squeue.out"\n'
+        "done\n"
+        "exit 0\n"
+    )
+    return fake
+
+
+class Run:
+    """One executor over the fake cluster, its progress read back as text."""
+
+    def __init__(self, tmp_path: Path, **options: float) -> None:
+        self.stream = io.StringIO()
+        self.progress = Progress(1, stream=self.stream, interval=0.0)
+        self.out = tmp_path / "out"
+        self.executor = SlurmExecutor(SlurmOptions(poll=POLL, **options), self.out, self.progress, workdir=tmp_path)
+        self.settings = RunSettings(matrix=Matrix(tmp_path / "m.toml", tmp_path, {}), out_dir=self.out)
+        self.results: dict[str, CellResult] = {}
+        self.threads: list[threading.Thread] = []
+
+    def start(self, cell: Cell) -> None:
+        def job() -> None:
+            self.results[cell.name], _ = self.executor.run_job(
+                JobSpec(cell, self.settings, "", cell.name), CellProgress(self.progress, cell.name))
+
+        thread = threading.Thread(target=job, daemon=True)
+        thread.start()
+        self.threads.append(thread)
+
+    def said(self) -> str:
+        return self.stream.getvalue()
+
+    def wait_for(self, what: str | Callable[[], bool], seconds: float = 30.0) -> None:
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            if (what in self.said()) if isinstance(what, str) else what():
+                return
+            time.sleep(POLL)
+        raise AssertionError(f"waited {seconds} s for {what!r}; the run said:\n{self.said()}")
+
+    def finish(self) -> None:
+        for thread in self.threads:
+            thread.join(timeout=60)
+            assert not thread.is_alive(), self.said()
+        self.executor.close()
+
+
+@pytest.fixture
+def run(tmp_path: Path) -> Iterator[Run]:
+    made = Run(tmp_path)
+    yield made
+    made.executor.close()
+
+
+def test_a_job_is_told_from_the_queue_to_its_end_and_its_files_are_under_jobs(slurm: FakeSlurm, run: Run,
+                                                                             tmp_path: Path) -> None:
+    slurm.says("squeue", "41|PENDING||Priority\n")
+    run.start(Cell("c"))
+    run.wait_for("c: job 41 submitted (")
+    run.wait_for("run: jobs: 1 pending (c 41); 0 running; 0 done")
+    slurm.says("squeue", "41|RUNNING|xh-node1|None\n")
+    run.wait_for("c: job 41 running on xh-node1\n")
+    run.wait_for("run: jobs: 0 pending; 1 running (c 41); 0 done")
+    slurm.says("squeue", "41|PENDING||BeginTime\n")  # requeued: a node failed, or a preemption
+    run.wait_for("c: job 41 pending (BeginTime): back in the queue, its last attempt's result will be read\n")
+    slurm.says("squeue", "41|RUNNING|xh-node2|None\n")
+    run.wait_for("c: job 41 running on xh-node2\n")
+    slurm.says("squeue", "41|FAILED|xh-node2|NonZeroExitCode\n")
+    run.finish()
+
+    said = run.said()
+    assert "c: job 41 failed on xh-node2 (NonZeroExitCode)" in said, said
+    assert "run: jobs: 0 pending; 0 running; 1 done\n" in said, said
+    batch = tmp_path / "out" / "jobs" / "xh-c" / "job.sh"
+    assert f"c: job 41 submitted ({batch})" in said and batch.is_file(), said
+    assert slurm.asked("sbatch") == [f"--parsable {batch}"]
+    (record,) = run.results["c"].records
+    assert record.final.outcome == ERROR and "the job ended FAILED on xh-node2" in record.final.message
+
+    stats = run.executor.stats()
+    assert stats["executor"] == "slurm" and stats["jobs"] == 1 and stats["poll"] == POLL
+    assert set(stats) == {"executor", "jobs", "poll", "submit_mean", "submit_max", "start_mean", "start_max"}
+    # the queue's wait: at least the time the job was shown pending above, and one job's max is its mean
+    assert isinstance(stats["start_max"], float) and stats["start_max"] == stats["start_mean"] > 0
+    assert isinstance(stats["submit_max"], float) and stats["submit_max"] >= stats["submit_mean"] > 0
+
+
+def test_an_interrupt_cancels_each_live_job_once_and_its_unit_reads_as_interrupted(slurm: FakeSlurm,
+                                                                                  run: Run) -> None:
+    slurm.says("squeue", "41|RUNNING|xh-node1|None\n")
+    run.start(Cell("c"))
+    run.wait_for("c: job 41 running on xh-node1")
+    run.executor.interrupt()
+    run.executor.interrupt()  # a second Ctrl-C asks nothing more of a job already cancelled
+    assert slurm.asked("scancel") == ["41"]
+    assert run.said().count("run: cancelling job(s) 41") == 1
+    slurm.says("squeue", "41|CANCELLED|xh-node1|None\n")
+    run.finish()
+    assert run.results["c"].interrupted
+    run.executor.interrupt()  # and nothing of a job that ended
+    assert slurm.asked("scancel") == ["41"]
+
+
+def test_jobs_still_waiting_at_the_deadline_are_cancelled_and_named(slurm: FakeSlurm, tmp_path: Path) -> None:
+    run = Run(tmp_path, deadline=3.0)
+    slurm.says("squeue", "41|PENDING||Resources\n42|PENDING||Priority\n")
+    run.start(Cell("a"))
+    run.wait_for("a: job 41 submitted")
+    run.start(Cell("b"))
+    run.wait_for("b: job 42 submitted")
+    run.wait_for("run: the run's deadline (3 s) passed: cancelling the job(s) still waiting: ")
+    run.wait_for(lambda: len(slurm.asked("scancel")) >= 1)
+    said = run.said()
+    named = said.split("cancelling the job(s) still waiting: ", 1)[1].splitlines()[0]
+    assert sorted(named.split(" ")) == sorted(slurm.asked("scancel")[0].split(" ")), said
+    assert sorted(named.split(" ")) == ["41", "42"], said
+    slurm.says("squeue", "41|CANCELLED||Resources\n42|CANCELLED||Priority\n")
+    run.finish()
+    for name in ("a", "b"):
+        (record,) = run.results[name].records
+        assert "still waiting to start when the run's deadline (3 s) passed" in record.final.message, record
+
+
+def test_a_controller_that_stops_answering_is_said_once_then_its_jobs_are_left(slurm: FakeSlurm,
+                                                                               tmp_path: Path) -> None:
+    run = Run(tmp_path, patience=1.0)
+    slurm.says("squeue", "41|RUNNING|xh-node2|None\n")
+    run.start(Cell("c"))
+    run.wait_for("c: job 41 running on xh-node2")
+    asked = len(slurm.asked("squeue"))
+    slurm.says("squeue", rc=1, err="slurm_load_jobs error: Unable to contact slurm controller (connect failure)\n")
+    run.finish()
+    said = run.said()
+    assert said.count("run: error: ") == 1, said  # said once, however often it is asked again
+    assert "Unable to contact slurm controller" in said and "(retrying for up to 1 s)" in said, said
+    assert len(slurm.asked("squeue")) - asked >= 3, "the controller was not asked again before giving up"
+    assert int(re.search(r"no answer for (\d+) s", said)[1]) >= 1, said
+    assert "c: job 41 unreachable on xh-node2" in said, said
+    (record,) = run.results["c"].records
+    message = record.final.message
+    assert "was left unfollowed: the controller stopped answering (no answer for " in message, message
+    assert "Unable to contact slurm controller" in message, message
+
+
+@pytest.mark.parametrize(("gres", "devices", "nodes", "served"), [
+    ("gpu:4", 4, 1, True),
+    ("gpu:tesla:8(S:0-1)", 8, 1, True),
+    ("gpu:2", 4, 1, False),
+    ("gpu:2", 2, 2, True),  # two per rank, a rank on each of two nodes
+    ("(null)", 1, 1, False),
+])
+def test_a_gpu_cell_is_served_only_where_a_node_has_its_gpus(slurm: FakeSlurm, run: Run, gres: str, devices: int,
+                                                             nodes: int, served: bool) -> None:
+    from harness.matrix.launchers import SLURM, ClusterOptions
+
+    slurm.says("sinfo", f"{gres}\n")
+    cell = (Cell("g", backend="gpu", devices=devices) if nodes == 1 else
+            Cell("g", backend="gpu", devices=devices, processes=nodes, launcher=SLURM,
+                 cluster=ClusterOptions(nodes=nodes)))
+    why = run.executor.cannot_serve(cell)
+    assert (why == "") is served, why
+    if not served:
+        assert why.startswith(f"it asks for --gres=gpu:{devices // nodes} per node, and no node of the cluster "
+                              "has that many: sinfo reports generic resources"), why
+        run.start(cell)
+        run.finish()
+        result = run.results["g"]
+        assert result.skipped == why and result.records[0].final.outcome == SKIPPED
+        assert slurm.asked("sbatch") == []
+    assert run.executor.cannot_serve(Cell("c")) == ""  # a CPU cell asks the cluster nothing
