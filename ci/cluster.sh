@@ -105,6 +105,9 @@ write_config() {
     echo "SlurmdTimeout=10"
     echo "InactiveLimit=0"
     echo "KillWait=5"
+    # a step whose processes outlive SIGKILL for UnkillableStepTimeout (60 s) drains its node
+    # ("Kill task failed"); what was still running then is listed in log/unkillable.log
+    echo "UnkillableStepProgram=$DIR/unkillable.sh"
     echo "MinJobAge=300"
     echo "MpiDefault=none"
     echo "SwitchType=switch/none"
@@ -118,6 +121,12 @@ write_config() {
     echo "PartitionName=urgent Nodes=ALL MaxTime=INFINITE State=UP OverSubscribe=NO PriorityTier=2 PreemptMode=OFF"
   } > "$CONF.new"
   mv "$CONF.new" "$CONF"
+  cat > "$DIR/unkillable.sh" <<SCRIPT
+#!/bin/sh
+{ echo "== \$(date '+%FT%T') job \${SLURM_JOB_ID:-?} step \${SLURM_STEP_ID:-?} on \$(hostname): its processes did not end"
+  ps -eo pid,ppid,pgid,stat,wchan:24,etimes,args --sort=pid; } >> "$DIR/log/unkillable.log" 2>&1
+SCRIPT
+  chmod +x "$DIR/unkillable.sh"
 }
 
 add_hosts() {

@@ -4,6 +4,7 @@ fixture of a test that needs the cluster."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -12,6 +13,8 @@ import pytest
 from cluster_helpers import ROOT, TWIN_CELLS, xharness_run
 
 from harness.matrix.launchers import SLURM, unavailable
+
+CLUSTER_DIR = Path(os.environ.get("XHARNESS_CLUSTER_DIR", "/tmp/xharness-cluster"))
 
 
 @pytest.fixture(scope="session")
@@ -32,6 +35,7 @@ def slurm() -> Iterator[None]:
         pytest.skip(why)
     yield
     subprocess.run(["scancel", "--quiet", "--name=blocker"], check=False)
+    _resume_drained("after the test")
     cluster = ["bash", str(ROOT / "ci" / "cluster.sh")]
     if subprocess.run([*cluster, "status"], capture_output=True).returncode != 0:
         started = subprocess.run([*cluster, "start"], capture_output=True, text=True, timeout=180)
@@ -40,23 +44,34 @@ def slurm() -> Iterator[None]:
 
 @pytest.fixture(autouse=True)
 def no_drained_node() -> Iterator[None]:
-    """Every test starts on nodes that take jobs. A test that kills a rank leaves a node drained
-    ("Kill task failed") when its step does not end within the controller's patience: on a loaded
-    machine an orphan the container's first process has not reaped yet still counts as the step's.
-    Such a node is resumed here, and said so, rather than leaving every later test pending. Where
-    no cluster answers there is nothing to resume: the test itself skips, saying why."""
-    if unavailable(SLURM):
-        yield
-        return
+    """Every test starts on nodes that take jobs. A node is drained ("Kill task failed") when a
+    step's processes do not end within the controller's patience after SIGKILL; what was still
+    there is in the cluster's ``log/unkillable.log`` (``ci/cluster.sh`` names a program that
+    lists the processes then), which the end of the run prints. Such a node is resumed, and said
+    so, rather than leaving every later test pending. Where no cluster answers there is nothing
+    to resume: the test itself skips, saying why."""
+    if not unavailable(SLURM):
+        _resume_drained("before the test")
+    yield
+
+
+def _resume_drained(when: str) -> None:
     try:
         found = subprocess.run(["sinfo", "-h", "-N", "-o", "%N %t %E"], capture_output=True, text=True,
                                timeout=30, check=False)
     except (OSError, subprocess.TimeoutExpired):
-        found = subprocess.CompletedProcess([], 1, "", "")
+        return
     for line in found.stdout.splitlines() if found.returncode == 0 else []:
         node, state, *reason = line.split()
-        if state.startswith("drain") or state.startswith("drng"):
-            print(f"resuming {node} ({state}: {' '.join(reason)}) before the test")
+        if state.startswith(("drain", "drng")):
+            print(f"resuming {node} ({state}: {' '.join(reason)}) {when}")
             subprocess.run(["scontrol", "update", f"nodename={node}", "state=resume"], check=False,
                            capture_output=True, timeout=30)
-    yield
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """The processes a step could not be rid of, as the cluster listed them when it gave up."""
+    log = CLUSTER_DIR / "log" / "unkillable.log"
+    if log.is_file() and log.stat().st_size:
+        terminalreporter.section("steps whose processes outlived SIGKILL (log/unkillable.log)")
+        terminalreporter.write(log.read_text(errors="replace")[-20000:])

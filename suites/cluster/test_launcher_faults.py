@@ -22,6 +22,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "suites" / "selftest" / "matrix"))
 
+from cluster_helpers import queue_left  # noqa: E402
 from matrix_helpers import alive, run_matrix, write_matrix, write_suite  # noqa: E402
 
 from harness.matrix.launchers import MPI, SLURM, unavailable  # noqa: E402
@@ -117,15 +118,11 @@ def _cluster(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(["bash", str(CLUSTER), *args], capture_output=True, text=True, timeout=180)
 
 
-def _squeue() -> str:
-    return subprocess.run(["squeue", "-h", "-o", "%i %j %T"], capture_output=True, text=True, timeout=30).stdout
-
-
 def _nothing_left(root: Path) -> None:
     recorded = [int(p.name) for p in (root / "pids").iterdir()]
     assert recorded, "the suite recorded no process"
     assert [pid for pid in recorded if alive(pid)] == []
-    assert _squeue().strip() == "", _squeue()
+    assert queue_left() == ""
 
 
 

@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from cluster_helpers import ROOT, xharness_run
+from cluster_helpers import ROOT, queue_left, xharness_run
 
 from harness.matrix.launchers import SLURM, forget_answers, unavailable
 from harness.network import blame, fabric, firewall
@@ -106,7 +106,7 @@ def test_namespace_cluster_cells_agree_with_their_loopback_twins(tmp_path: Path,
         host_test = "suites/selftest/matrix/test_matrix_cell.py::test_each_rank_is_the_host_the_cell_says"
         assert mine[host_test] == "passed"
         assert records[host_test].properties["rank-hosts"] == "0:xh-node1 1:xh-node2"
-    assert subprocess.run(["squeue", "-h"], capture_output=True, text=True, timeout=30).stdout.strip() == ""
+    assert queue_left() == ""
 
 
 SUITE = {
