@@ -1,0 +1,127 @@
+"""A launcher cell under ``srun`` on any machine: SLURM's commands as a script (``fake_srun.py``)
+that starts the step's tasks here, so that how the harness follows ranks it did not start (their
+events, the launcher, the scheduler's word) is tested where no cluster runs. The same cells on the
+project's real cluster are ``suites/cluster/test_launcher_faults.py``; this adds what only a fake
+controller can do at will: a node that fails mid-test, and a harness inside an allocation."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+from matrix_helpers import RunResult, alive, run_matrix, write_matrix, write_suite
+
+from harness.report.records import ERROR, KIND_RANK, PASSED
+
+pytestmark = pytest.mark.cell_independent
+
+FAKE = Path(__file__).with_name("fake_srun.py")
+TOOLS = ("srun", "scancel", "squeue", "scontrol", "sinfo")
+
+SUITE = {
+    "tests/test_ranks.py": '''
+        import os, signal, time
+        from pathlib import Path
+
+        import jax
+        import numpy as np
+        from jax.experimental import multihost_utils
+
+        STATE = Path(os.environ["FAKE_SLURM_DIR"])
+
+        def note_pid():
+            (STATE / f"pid-{os.getpid()}").write_text("")
+
+        def test_collective_sum():
+            note_pid()
+            assert jax.process_count() == 2
+            gathered = multihost_utils.process_allgather(np.array([jax.process_index() + 1.0]))
+            assert float(gathered.sum()) == 3.0
+
+        def test_rank_killed():
+            note_pid()
+            if jax.process_index() == 1:
+                os.kill(os.getpid(), signal.SIGKILL)
+            time.sleep(60)
+
+        def test_node_lost():
+            note_pid()
+            if jax.process_index() == 0:  # the node's slurmd dies: the task lives on, unreachable
+                (STATE / "down-fake1").write_text("")
+            time.sleep(60)
+    ''',
+}
+
+CELL = """
+    [cells.c]
+    backend = "cpu"
+    devices = 1
+    processes = 2
+    launcher = "slurm"
+    paths = ["tests/test_ranks.py"]
+    timeout = 30
+"""
+
+
+@pytest.fixture
+def fake_cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    state = tmp_path / "slurm"
+    bin_dir = tmp_path / "bin"
+    state.mkdir()
+    bin_dir.mkdir()
+    for tool in TOOLS:
+        wrapper = bin_dir / tool
+        wrapper.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{FAKE}" {tool} "$@"\n')
+        wrapper.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("FAKE_SLURM_DIR", str(state))
+    monkeypatch.delenv("SLURM_JOB_ID", raising=False)
+    write_suite(tmp_path, SUITE)
+    write_matrix(tmp_path, CELL)
+    return state
+
+
+def _by_name(result: RunResult) -> dict:
+    return {nodeid.rsplit("::", 1)[1]: record for nodeid, record in result.records("c").items()}
+
+
+def _nothing_left(state: Path) -> None:
+    pids = [int(p.name.removeprefix("pid-")) for p in state.glob("pid-*")]
+    assert pids and [pid for pid in pids if alive(pid)] == []
+
+
+def test_a_killed_rank_is_named_with_its_host_job_and_step(fake_cluster: Path, tmp_path: Path) -> None:
+    result = run_matrix(tmp_path, "--", "-k", "collective or killed", timeout=240)
+    assert result.returncode == 1, result.stdout + result.stderr
+    records = _by_name(result)
+    assert records["test_collective_sum"].final.outcome == PASSED, records["test_collective_sum"].final.message
+    assert records["test_collective_sum"].properties["rank-hosts"] == "0:fake1 1:fake2"
+    killed = records["test_rank_killed"].final
+    assert (killed.outcome, killed.kind) == (ERROR, KIND_RANK), killed
+    job = next(p.stem.removeprefix("job-") for p in fake_cluster.glob("job-*.json"))
+    assert f"rank 1 on fake2 (job {job}.0) died on SIGKILL" in killed.message, killed.message
+    assert "the scheduler ended" not in killed.message, killed.message
+    # the launch's job was cancelled by its unique name, and nothing it started is alive
+    asked = (fake_cluster / "scancel.args").read_text().splitlines()
+    assert any(line.startswith("--quiet --name=xharness-c-") for line in asked), asked
+    _nothing_left(fake_cluster)
+
+
+def test_a_rank_lost_with_its_node_inside_an_allocation_is_blamed_on_the_node(
+        fake_cluster: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SLURM_JOB_ID", "4242")  # the harness itself runs in an allocation
+    result = run_matrix(tmp_path, "--", "-k", "node_lost", timeout=240)
+    assert result.returncode == 1, result.stdout + result.stderr
+    lost = _by_name(result)["test_node_lost"].final
+    assert (lost.outcome, lost.kind) == (ERROR, KIND_RANK), lost
+    assert ("rank 0 on fake1 (job 4242.0) was lost: it ended without a word, and the slurm launcher exited "
+            "with code 1; ") in lost.message, lost.message
+    assert ("the scheduler ended job 4242: NODE_FAIL (reason NodeDown, nodes fake1,fake2)" in lost.message), \
+        lost.message
+    # the rank on the lost node outlived its step, on this machine: the harness killed it (its
+    # pid is checked below); inside an allocation the step is cancelled, never the allocation
+    asked = (fake_cluster / "scancel.args").read_text().splitlines()
+    assert "--quiet --full 4242.0" in asked and not any("--name=" in line for line in asked), asked
+    _nothing_left(fake_cluster)
