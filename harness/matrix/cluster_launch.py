@@ -88,6 +88,7 @@ class ClusterLaunch(Launch):
         """The launch, then every rank that ended badly described with its host, job and the
         scheduler's word, even when all ranks ended at once and the watchdog blamed none."""
         result = super().run()
+        settle_late_ends(result.ranks)
         dead = [s for s in result.ranks if s.abnormal]
         if dead and (result.culprit is None or self.scheduler_cause()):
             # the scheduler's word comes after the ranks it killed: it outranks the first death seen
@@ -248,6 +249,16 @@ def _exit_event(state: RankState) -> dict[str, Any] | None:
     """How the rank's own parent (``harness.matrix.launched``) saw it end, or None: not yet, or
     never (the rank was lost with its host)."""
     return next((e for e in reversed(state.reader.events) if e.get("event") == "exit"), None)
+
+
+def settle_late_ends(ranks: list[RankState]) -> None:
+    """A rank taken for lost because the launcher ended first, whose parent's ``exit`` event
+    landed after (it aborted when its peers went), ended as that event says, not as the stand-in
+    ``LOST`` (SIGKILL) does."""
+    for state in ranks:
+        state.reader.poll()
+        if state.returncode == LOST and (reported := _exit_event(state)) is not None:
+            state.returncode = int(reported.get("returncode", LOST))
 
 
 def _ended_at(state: RankState) -> float:

@@ -125,3 +125,37 @@ def test_a_rank_lost_with_its_node_inside_an_allocation_is_blamed_on_the_node(
     asked = (fake_cluster / "scancel.args").read_text().splitlines()
     assert "--quiet --full 4242.0" in asked and not any("--name=" in line for line in asked), asked
     _nothing_left(fake_cluster)
+
+
+def test_a_rank_whose_end_is_read_after_the_launchers_is_described_by_its_own_word(tmp_path: Path) -> None:
+    """The launcher ended first, so the watchdog took the rank for lost (SIGKILL); its parent's
+    ``exit`` event landed after (the rank aborted when its peers went): the record says how it
+    really ended, not the stand-in."""
+    import json
+    import subprocess
+
+    from harness.matrix.cluster_launch import LOST, ClusterLaunch, settle_late_ends
+    from harness.matrix.events import EventReader
+    from harness.matrix.launchers import MPI
+    from harness.matrix.multiproc import RankSpec, RankState
+
+    def rank(index: int, returncode: int) -> RankState:
+        spec = RankSpec(index, [], {}, tmp_path / f"rank{index}.events.jsonl", tmp_path / "s", tmp_path / "l")
+        spec.events.touch()
+        state = RankState(spec, subprocess.Popen(["true"]), EventReader(spec.events), 0, 0, 0.0, 0.0,
+                          returncode=returncode)
+        state.identity.update(host=f"node{index}")
+        return state
+
+    late, lost, exited = rank(1, LOST), rank(2, LOST), rank(3, 3)
+    launch = ClusterLaunch([late.spec], MPI, ["true"], "job", tmp_path / "launcher.log", cwd=tmp_path,
+                           test_timeout=30)
+    launch.process = subprocess.Popen(["true"])
+    launch.process.wait()
+    late.spec.events.write_text(json.dumps({"event": "exit", "returncode": -6, "time": 1.0}) + "\n")
+    exited.spec.events.write_text(json.dumps({"event": "exit", "returncode": -15, "time": 1.0}) + "\n")
+    settle_late_ends([late, lost, exited])
+    assert (late.returncode, lost.returncode, exited.returncode) == (-6, LOST, 3)
+    assert launch.describe_end(late) == "on node1 died on SIGABRT (Aborted)"
+    assert launch.describe_end(lost).startswith("on node2 was lost: it ended without a word, and the mpi "
+                                                "launcher exited with code 0")
