@@ -61,9 +61,11 @@ def _resume_drained(when: str) -> None:
                                timeout=30, check=False)
     except (OSError, subprocess.TimeoutExpired):
         return
+    resumed: set[str] = set()  # sinfo lists a node once per partition
     for line in found.stdout.splitlines() if found.returncode == 0 else []:
         node, state, *reason = line.split()
-        if state.startswith(("drain", "drng")):
+        if state.startswith(("drain", "drng")) and node not in resumed:
+            resumed.add(node)
             print(f"resuming {node} ({state}: {' '.join(reason)}) {when}")
             subprocess.run(["scontrol", "update", f"nodename={node}", "state=resume"], check=False,
                            capture_output=True, timeout=30)
