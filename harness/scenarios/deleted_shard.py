@@ -8,7 +8,8 @@ per-device buffer, while its own ``is_deleted()`` still says False. JAX 0.10.2 h
 array to XLA, which logs "Invalid buffer passed to Execute() ... Buffer has been deleted or
 donated" for that device while the others run, and then the process dies with SIGSEGV; JAX 0.11.2
 raises instead, and refuses to assemble an array from a deleted piece; JAX 0.12.1 marks the whole
-deleted with its piece (its ``is_deleted()`` looks at every buffer). No upstream report of the
+deleted with its piece (its ``is_deleted()`` looks at every buffer), and refuses it before any
+execution: fixed there. No upstream report of the
 crash was found; the closest is openxla/xla#22604 (a twice-donated buffer: "Invalid buffer passed
 to Execute()" up to jax 0.4.28, SIGSEGV from 0.4.29 on CUDA). It is the JAX cousin of PyTorch/XLA's
 SIG11 in ``PjRtShardedData::GetHandle()`` (``race-on-handles``): a handle to a buffer that is
