@@ -169,8 +169,14 @@ def tree_files() -> list[str]:
     return [name for name in out.split("\0") if name and (ROOT / name).is_file()]
 
 
+#: a profile's record of the mutants drawn at random (``sample``): kept across runs, which judge
+#: them again by name
+SAMPLE_RECORD = "sample.txt"
+
+
 def sync_tree(target: Path) -> None:
-    """Copy the tree into ``target``, leaving mutmut's ``mutants/`` (its cache) where it is."""
+    """Copy the tree into ``target``, leaving mutmut's ``mutants/`` (its cache) and the sample's
+    record where they are."""
     target.mkdir(parents=True, exist_ok=True)
     wanted = set(tree_files())
     for name in wanted:
@@ -181,7 +187,8 @@ def sync_tree(target: Path) -> None:
         shutil.copy2(source, copy)
     for path in sorted(target.rglob("*"), reverse=True):
         relative = path.relative_to(target)
-        if relative.parts[0] in {"mutants", ".hypothesis", "reports", ".venv", "hits"} or "__pycache__" in relative.parts:
+        if relative.parts[0] in {"mutants", ".hypothesis", "reports", ".venv", "hits", SAMPLE_RECORD} \
+                or "__pycache__" in relative.parts:
             continue
         if path.is_file() and str(relative) not in wanted:
             path.unlink()
@@ -417,7 +424,7 @@ def sample(chosen: Profile, count: int, seed: int) -> list[str]:
     if not every:
         raise UsageError(f"no mutants of profile {chosen.name!r} that a test reaches yet: run it once first")
     drawn = random.Random(seed).sample(every, min(count, len(every)))
-    record = chosen.workdir / "sample.txt"
+    record = chosen.workdir / SAMPLE_RECORD
     earlier = set(record.read_text().split()) if record.exists() else set()
     record.write_text("".join(f"{name}\n" for name in sorted(earlier | set(drawn))))
     return drawn
@@ -444,7 +451,7 @@ class Estimate:
 
 def estimates(chosen: Profile) -> list[Estimate]:
     """Each room's estimate, where the profile was run on a sample (``sample``)."""
-    record = chosen.workdir / "sample.txt"
+    record = chosen.workdir / SAMPLE_RECORD
     if not record.exists():
         return []
     drawn, functions, known = set(record.read_text().split()), reached(chosen), equivalents()

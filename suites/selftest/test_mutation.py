@@ -74,6 +74,22 @@ def test_a_sampled_room_is_estimated_with_what_no_test_reaches_counted_as_surviv
     assert every[0] == every[2] == pytest.approx(1.0) and every[1] < 1.0
 
 
+def test_a_sync_of_the_tree_keeps_the_cache_and_the_sample_and_drops_what_the_tree_lost(tmp_path: Path) -> None:
+    """A later run judges the drawn mutants again by name: their record outlives the copy's sync,
+    as mutmut's cache does, while a file gone from the tree leaves the copy."""
+    mutation = _module()
+    (tmp_path / "mutants").mkdir()
+    kept = [tmp_path / "mutants" / "mutmut-stats.json", tmp_path / mutation.SAMPLE_RECORD]
+    for path in kept:
+        path.write_text("x")
+    stray = tmp_path / "harness" / "gone_from_the_tree.py"
+    stray.parent.mkdir()
+    stray.write_text("")
+    mutation.sync_tree(tmp_path)
+    assert all(path.read_text() == "x" for path in kept)
+    assert not stray.exists() and (tmp_path / "harness" / "settings.py").is_file()
+
+
 def test_mutmut_runs_a_few_mutants_of_one_room_and_kills_some(tmp_path: Path) -> None:
     done = subprocess.run(
         [sys.executable, str(SCRIPT), "run", "--profile", "smoke", "--max-children", "1",
