@@ -159,3 +159,9 @@ def test_a_rank_whose_end_is_read_after_the_launchers_is_described_by_its_own_wo
     assert launch.describe_end(late) == "on node1 died on SIGABRT (Aborted)"
     assert launch.describe_end(lost).startswith("on node2 was lost: it ended without a word, and the mpi "
                                                 "launcher exited with code 0")
+    # the launcher itself killed, or still running when the rank was given up for lost
+    launch.process = subprocess.Popen(["sleep", "30"])
+    assert launch.describe_end(lost).endswith("and the mpi launcher was still running")
+    launch.process.kill()
+    launch.process.wait()
+    assert launch.describe_end(lost).endswith("and the mpi launcher died on SIGKILL (Killed)")
