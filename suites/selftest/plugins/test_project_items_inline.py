@@ -112,10 +112,15 @@ def site(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     path.mkdir()
     monkeypatch.syspath_prepend(str(path))
     _forget()
+    before = dict(os.environ)
     yield path
     _forget()
-    for name in chosen:  # what the inner run set (monkeypatch then puts back what was there before)
-        os.environ.pop(name, None)
+    # what the inner run set (the plugin names the project's runtime in the environment, as it
+    # does for a maintainer's run), whether or not this process had it: left set, it would be the
+    # runtime under test of every later test of this worker and of the processes they start
+    for name in set(os.environ) - set(before):
+        del os.environ[name]
+    os.environ.update(before)  # then monkeypatch puts back what was there before the fixture
 
 
 def _project(pytester: pytest.Pytester, site: Path, groups: dict[str, dict[str, str]], modules: dict[str, str],
