@@ -73,8 +73,16 @@ class Profile:
     only_mutate: tuple[str, ...]
     tests: tuple[str, ...]
     #: the rooms' code runs in processes the tests start (ci/mutation_hooks/mutation_hits.py):
-    #: they import the mutants, report the functions they call, and one mutant runs at a time
+    #: they import the mutants and report the functions they call
     children: bool = False
+    #: the tests share one real cluster, so one mutant runs at a time
+    shares_cluster: bool = False
+    #: mutmut's patience with a mutant that hangs: its wall-clock limit is (the tests' own time +
+    #: constant) x multiplier; None keeps mutmut's default (15 x, + 1 s)
+    timeout: tuple[float, float] | None = None
+    #: another profile over the same rooms whose tests are some of this one's: a mutant it killed
+    #: is killed here without a run, and a draw (``sample``) is made among the rest only
+    prefilter: str = ""
 
     @property
     def workdir(self) -> Path:
@@ -129,10 +137,26 @@ def profile(name: str) -> Profile:
         known = ", ".join([MAIN, *profiles])
         raise UsageError(f"no profile {name!r} (known: {known}); profiles live in {SETTINGS.name}")
     own = profiles[name]
-    children = own.get("children", False)
-    if not isinstance(children, bool):
-        raise UsageError(f"profile {name!r}: children must be true or false")
-    return Profile(name, tuple(_strings(own, "only_mutate")), tuple(_strings(own, "tests")), children)
+    flags = {key: own.get(key, False) for key in ("children", "shares_cluster")}
+    for key, value in flags.items():
+        if not isinstance(value, bool):
+            raise UsageError(f"profile {name!r}: {key} must be true or false")
+    timeout = own.get("timeout")
+    if timeout is not None and not (
+            isinstance(timeout, list) and len(timeout) == 2
+            and all(isinstance(x, int | float) and not isinstance(x, bool) and x > 0 for x in timeout)):
+        raise UsageError(f"profile {name!r}: timeout must be [multiplier, constant seconds], both positive")
+    prefilter = own.get("prefilter", "")
+    if prefilter and (prefilter not in profiles or prefilter == name):
+        raise UsageError(f"profile {name!r}: prefilter {prefilter!r} is not another profile of {SETTINGS.name}")
+    if prefilter:
+        other = profile(prefilter)
+        if set(other.only_mutate) != set(_strings(own, "only_mutate")) or \
+                not set(other.tests) <= set(_strings(own, "tests")):
+            raise UsageError(f"profile {name!r}: prefilter {prefilter!r} must mutate the same rooms "
+                             "and run some of this profile's tests")
+    return Profile(name, tuple(_strings(own, "only_mutate")), tuple(_strings(own, "tests")), **flags,
+                   timeout=None if timeout is None else (float(timeout[0]), float(timeout[1])), prefilter=prefilter)
 
 
 def _strings(table: dict[str, object], key: str) -> list[str]:
@@ -209,9 +233,9 @@ def write_profile_config(chosen: Profile) -> None:
         replaced = _replace_list(replaced, key, values)
     if chosen.children:
         replaced = replaced.replace("\npytest_add_cli_args = [", '\npytest_add_cli_args = [\n  "-p", "mutation_hits",', 1)
-        # a cluster test's timing already holds its waits on the scheduler: a mutant that hangs is
-        # given twice its tests' time and a minute more, not mutmut's fifteen times
-        replaced = replaced.rstrip("\n") + "\ntimeout_multiplier = 2.0\ntimeout_constant = 60.0\n"
+    if chosen.timeout is not None:
+        multiplier, constant = chosen.timeout
+        replaced = replaced.rstrip("\n") + f"\ntimeout_multiplier = {multiplier}\ntimeout_constant = {constant}\n"
     pyproject.write_text(text.replace(table, replaced))
 
 
@@ -304,15 +328,29 @@ def results(chosen: Profile) -> dict[str, tuple[str, int | None]]:
     return found
 
 
+def killed_before(chosen: Profile) -> set[str]:
+    """The mutants the profile's prefilter killed (none without one, or before its first run):
+    its tests are some of this profile's, so each is killed here too."""
+    if not chosen.prefilter:
+        return set()
+    first = profile(chosen.prefilter)
+    if not (first.workdir / "mutants").is_dir():
+        return set()
+    return {name for name, (_, code) in results(first).items() if code in KILLED_CODES}
+
+
 def score(chosen: Profile) -> tuple[list[RoomScore], list[str]]:
     """Each room's counts, and the equivalents that no longer match their mutant (stale)."""
     known = equivalents()
     rooms = {room: RoomScore(room) for room in chosen.only_mutate}
     stale = []
+    first = killed_before(chosen)
     for name, (room, code) in sorted(results(chosen).items()):
         tally = rooms[room]
         tally.mutants += 1
-        if code is None:
+        if name in first:
+            tally.killed += 1
+        elif code is None:
             tally.unchecked += 1
         elif code in KILLED_CODES:
             tally.killed += 1
@@ -380,12 +418,13 @@ def command_run(args: argparse.Namespace) -> int:
     if chosen.children:  # ... unless the code under test only runs there (Profile.children)
         env["PYTHONPATH"] = os.pathsep.join([str(chosen.workdir / "mutants"), str(chosen.workdir / HOOKS)])
         env[HITS_VARIABLE] = str(chosen.workdir / "hits")
-        jobs = 1  # the tests share one cluster
         # the scripts the tests start (ci/*.sh) run the project's environment by its relative path
         for where in (chosen.workdir, chosen.workdir / "mutants"):
             where.mkdir(exist_ok=True)
             if not (where / ".venv").exists():
                 (where / ".venv").symlink_to(ROOT / ".venv")
+    if chosen.shares_cluster:
+        jobs = 1
     cmd = [*mutmut_command(), "run", "--max-children", str(jobs)]
     done = subprocess.run([*cmd, *names], cwd=chosen.workdir, env=env)
     if done.returncode == 0 and not names:
@@ -419,8 +458,8 @@ def sample(chosen: Profile, count: int, seed: int) -> list[str]:
     """``count`` mutants drawn at random among those some test reaches (a profile too slow to run
     whole; the rest need no run: nothing reaches them, they survive), added to the profile's
     record of its sample (``sample.txt``), from which ``estimate`` reads the score."""
-    functions = reached(chosen)
-    every = sorted(name for name in results(chosen) if function_of(name) in functions)
+    functions, first = reached(chosen), killed_before(chosen)
+    every = sorted(name for name in results(chosen) if function_of(name) in functions and name not in first)
     if not every:
         raise UsageError(f"no mutants of profile {chosen.name!r} that a test reaches yet: run it once first")
     drawn = random.Random(seed).sample(every, min(count, len(every)))
@@ -432,21 +471,26 @@ def sample(chosen: Profile, count: int, seed: int) -> list[str]:
 
 @dataclass(frozen=True)
 class Estimate:
-    """A room's score estimated from a random sample of the mutants its tests reach."""
+    """A room's score estimated from a random sample of the mutants its tests reach.
+
+    With a prefilter, the mutants it killed are a stratum known whole (``certain``); the sample is
+    drawn among the rest, and only they carry the sample's uncertainty."""
 
     room: str
     unreached: int  # survivors for certain: no test reaches their function
-    reached: int  # mutants a test reaches (not equivalent)
+    reached: int  # mutants a test reaches (not equivalent, not killed by the prefilter)
     judged: int  # of those, in the sample and run
     killed: int
+    certain: int = 0  # killed by the prefilter's run of every mutant
 
     def score(self) -> tuple[float, float, float]:
         """The room's score and its 95% interval (Wilson's, over the sample of reached mutants)."""
-        total = self.unreached + self.reached
+        total = self.unreached + self.certain + self.reached
         share, n, z = self.killed / self.judged, self.judged, 1.96
         centre = (share + z * z / (2 * n)) / (1 + z * z / n)
         half = z * math.sqrt(share * (1 - share) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-        return tuple(x * self.reached / total for x in (share, max(0.0, centre - half), min(1.0, centre + half)))
+        return tuple((self.certain + x * self.reached) / total
+                     for x in (share, max(0.0, centre - half), min(1.0, centre + half)))
 
 
 def estimates(chosen: Profile) -> list[Estimate]:
@@ -455,11 +499,15 @@ def estimates(chosen: Profile) -> list[Estimate]:
     if not record.exists():
         return []
     drawn, functions, known = set(record.read_text().split()), reached(chosen), equivalents()
-    found: dict[str, list[int]] = {room: [0, 0, 0, 0] for room in chosen.only_mutate}
+    first = killed_before(chosen)
+    found: dict[str, list[int]] = {room: [0, 0, 0, 0, 0] for room in chosen.only_mutate}
     for name, (room, code) in results(chosen).items():
+        counts = found[room]
+        if name in first:
+            counts[4] += 1
+            continue
         if name in known and _still_equivalent(chosen.workdir, name, known[name]):
             continue
-        counts = found[room]
         if function_of(name) not in functions:
             counts[0] += 1
             continue
@@ -478,8 +526,10 @@ def command_score(args: argparse.Namespace) -> int:
     print(table(scores, markdown=getattr(args, "markdown", False)))
     for est in estimates(chosen):
         score_, low, high = est.score()
-        print(f"{est.room}: estimated {score_:.1%} (95% interval {low:.1%} to {high:.1%}): {est.killed} killed of "
-              f"{est.judged} drawn at random among the {est.reached} mutants a test reaches; "
+        first = f"{est.certain} killed by {chosen.prefilter}'s run of every mutant; " if chosen.prefilter else ""
+        rest = " other" if chosen.prefilter else ""
+        print(f"{est.room}: estimated {score_:.1%} (95% interval {low:.1%} to {high:.1%}): {first}{est.killed} "
+              f"killed of {est.judged} drawn at random among the {est.reached}{rest} mutants a test reaches; "
               f"{est.unreached} no test reaches")
     for name in stale:
         print(f"stale equivalent: {name} changed since it was judged; judge it again", file=sys.stderr)

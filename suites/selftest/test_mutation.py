@@ -19,7 +19,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "ci" / "mutation.py"
 
-pytestmark = pytest.mark.cell_independent
+pytestmark = [pytest.mark.cell_independent, pytest.mark.jax_independent]
 
 
 def _module():  # type: ignore[no-untyped-def]
@@ -33,7 +33,7 @@ def _module():  # type: ignore[no-untyped-def]
 
 def test_every_room_is_a_file_that_exists_and_every_profile_loads() -> None:
     mutation = _module()
-    for name in ("main", "cluster", "smoke"):
+    for name in ("main", "cluster", "cluster-fake", "smoke"):
         chosen = mutation.profile(name)
         assert chosen.only_mutate and chosen.tests, name
         for room in chosen.only_mutate:
@@ -72,6 +72,34 @@ def test_a_sampled_room_is_estimated_with_what_no_test_reaches_counted_as_surviv
     assert 0.6 < low < score < high < 0.9
     every = mutation.Estimate("harness/x.py", unreached=0, reached=50, judged=50, killed=50).score()
     assert every[0] == every[2] == pytest.approx(1.0) and every[1] < 1.0
+
+
+def test_a_prefiltered_room_carries_the_sample_s_uncertainty_on_the_rest_alone() -> None:
+    """The prefilter ran every mutant: its kills are known whole, and only the mutants it left are
+    estimated from the draw, so the interval narrows by their share."""
+    mutation = _module()
+    plain = mutation.Estimate("harness/x.py", unreached=0, reached=100, judged=10, killed=9).score()
+    split = mutation.Estimate("harness/x.py", unreached=0, reached=20, judged=10, killed=9, certain=80).score()
+    assert split[0] == pytest.approx(0.98)  # 80 known, and 90% of the 20 others
+    assert split[1] > plain[1] and split[1] > 0.85 and split[2] <= 1.0
+    assert split[2] - split[1] == pytest.approx((plain[2] - plain[1]) * 0.2)
+
+
+def test_a_prefilter_must_mutate_the_same_rooms_with_some_of_the_profile_s_tests(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    mutation = _module()
+    settings = tmp_path / "mutation.toml"
+    monkeypatch.setattr(mutation, "SETTINGS", settings)
+    base = '[profiles.fast]\nonly_mutate = ["a.py"]\ntests = ["t1"]\n'
+    settings.write_text(base + '[profiles.slow]\nonly_mutate = ["a.py"]\ntests = ["t1", "t2"]\nprefilter = "fast"\n')
+    assert mutation.profile("slow").prefilter == "fast"
+    for wrong in ('"nowhere"', '"slow"'):
+        settings.write_text(base + f'[profiles.slow]\nonly_mutate = ["a.py"]\ntests = ["t1"]\nprefilter = {wrong}\n')
+        with pytest.raises(mutation.UsageError, match="not another profile"):
+            mutation.profile("slow")
+    settings.write_text(base + '[profiles.slow]\nonly_mutate = ["a.py"]\ntests = ["t2"]\nprefilter = "fast"\n')
+    with pytest.raises(mutation.UsageError, match="some of this profile's tests"):
+        mutation.profile("slow")
 
 
 def test_a_sync_of_the_tree_keeps_the_cache_and_the_sample_and_drops_what_the_tree_lost(tmp_path: Path) -> None:
