@@ -7,6 +7,11 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
+
+# the harness's source text: the same outcome on every JAX
+pytestmark = pytest.mark.jax_independent
+
 ROOT = Path(__file__).resolve().parents[2]
 LIMIT = 80
 TEMPLATE = "A template of data"

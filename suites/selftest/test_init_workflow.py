@@ -20,7 +20,7 @@ from harness import cli, install_source
 from harness.commands import init as starter
 from harness.commands.workflow import ACTIONS, PLAN_JOB
 
-pytestmark = pytest.mark.cell_independent
+pytestmark = [pytest.mark.cell_independent, pytest.mark.jax_independent]
 ROOT = Path(__file__).resolve().parents[2]
 USABLE = "xharness @ git+https://example.org/o/xharness@0123456789abcdef0123456789abcdef01234567"
 EXTRA_CELL = '\n[[tool.xharness.cells]]\nname = "cpu-4"\nbackend = "cpu"\ndevices = 4\n'

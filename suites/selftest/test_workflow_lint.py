@@ -13,7 +13,7 @@ import pytest
 from harness import cli
 from harness.commands import init as starter
 
-pytestmark = pytest.mark.cell_independent
+pytestmark = [pytest.mark.cell_independent, pytest.mark.jax_independent]
 ROOT = Path(__file__).resolve().parents[2]
 USABLE = "xharness @ git+https://example.org/o/xharness@0123456789abcdef0123456789abcdef01234567"
 

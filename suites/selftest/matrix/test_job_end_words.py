@@ -23,6 +23,9 @@ from harness.report.records import (
     TestRecord,
 )
 
+# an ended job's files: the same outcome on every JAX
+pytestmark = pytest.mark.jax_independent
+
 GONE_WORDS = (
     "the controller forgot the job before its end was seen (MinJobAge), and no result was written"
 )

@@ -23,7 +23,7 @@ from harness.matrix.launchers import (
     unavailable,
 )
 
-pytestmark = pytest.mark.cell_independent
+pytestmark = [pytest.mark.cell_independent, pytest.mark.jax_independent]
 
 
 def test_every_field_of_a_slurm_rank_comes_from_its_own_variable() -> None:

@@ -26,7 +26,7 @@ from harness.executors.slurm_client import (
     with_details,
 )
 
-pytestmark = pytest.mark.cell_independent
+pytestmark = [pytest.mark.cell_independent, pytest.mark.jax_independent]  # SLURM's commands as scripts
 
 
 @pytest.fixture

@@ -23,7 +23,7 @@ from harness.matrix.progress import CellProgress, Progress
 from harness.matrix.supervisor import CellResult, RunSettings
 from harness.report.records import ERROR, SKIPPED
 
-pytestmark = pytest.mark.cell_independent
+pytestmark = [pytest.mark.cell_independent, pytest.mark.jax_independent]  # SLURM's commands as scripts
 
 POLL = 0.02
 

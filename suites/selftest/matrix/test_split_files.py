@@ -16,7 +16,7 @@ import pytest
 
 from harness.matrix import test_files
 
-pytestmark = pytest.mark.cell_independent
+pytestmark = [pytest.mark.cell_independent, pytest.mark.jax_independent]
 
 LAYOUT = (
     "tests/test_a.py",
