@@ -49,12 +49,6 @@ else
   echo "ci/test.sh: not root: the one-machine SLURM cluster needs root; suites/cluster not run" >"$cluster_log"
 fi
 
-# The matrix's XLA flags (ci/matrix.toml's [defaults] env, which says why: XLA:CPU compiles the
-# suites' many tiny programs in about 60% of the time) for every suite and leg below, unless the
-# caller set XLA_FLAGS.
-XLA_FLAGS="${XLA_FLAGS:-$(.venv/bin/python -c 'import tomllib; print(tomllib.load(open("ci/matrix.toml", "rb"))["defaults"]["env"]["XLA_FLAGS"])')}"
-export XLA_FLAGS
-
 # pytest's exit 5 (no tests collected) fails the job like any other non-zero code. The network
 # suites run after the cluster's: the cluster rewrites /etc/hosts for its nodes (and its namespace
 # test makes and removes a fabric of its own), which a rank of theirs resolving its own hostname
