@@ -7,7 +7,8 @@ and signals passed on. The state of each step lives in files under ``$FAKE_SLURM
 
 A test makes a node fail by writing ``down-NODE`` there, as a node whose ``slurmd`` died: ``srun``
 gives up on the step, nothing reaches the tasks on that node any more (they live on), ``sinfo``
-lists it down and ``scontrol`` says the job ended NODE_FAIL.
+lists it down (or in the state the file holds, as ``drain`` or ``fail``) and ``scontrol`` says the
+job ended NODE_FAIL.
 Run as ``python fake_srun.py TOOL ARGS...`` (the test puts a wrapper named TOOL on PATH).
 """
 
@@ -147,7 +148,8 @@ def sinfo(argv: list[str]) -> int:
     down = _down()
     if "%N %t" in argv:
         for node in NODES:
-            print(f"{node} {'down*' if node in down else 'idle'}")
+            word = (STATE / f"down-{node}").read_text().strip() if node in down else ""
+            print(f"{node} {word or ('down*' if node in down else 'idle')}")
     else:
         print(f"idle {len(NODES)}")
     return 0

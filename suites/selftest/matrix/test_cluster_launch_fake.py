@@ -165,3 +165,38 @@ def test_a_rank_whose_end_is_read_after_the_launchers_is_described_by_its_own_wo
     launch.process.kill()
     launch.process.wait()
     assert launch.describe_end(lost).endswith("and the mpi launcher died on SIGKILL (Killed)")
+
+
+@pytest.mark.parametrize(("word", "blamed"), [("down*", 1), ("drain", 1), ("fail", 1), ("idle", 0), ("mix", 0)])
+def test_a_rank_on_a_node_the_scheduler_lists_down_is_blamed_though_a_peer_ended_first(
+        fake_cluster: Path, tmp_path: Path, word: str, blamed: int) -> None:
+    """The job lost a node: its peers were ended because of it, and may well be seen ending first.
+    The rank on the node ``sinfo`` lists down, drained or failed is the cause; on a node that is
+    up, the first rank to end is."""
+    import json
+    import subprocess
+
+    from harness.matrix.cluster_launch import ClusterLaunch
+    from harness.matrix.events import EventReader
+    from harness.matrix.launchers import SLURM
+    from harness.matrix.multiproc import RankSpec, RankState
+
+    env = dict(os.environ)
+
+    def rank(index: int, ended: float) -> RankState:
+        spec = RankSpec(index, [], env, tmp_path / f"rank{index}.events.jsonl", tmp_path / "s", tmp_path / "l")
+        spec.events.write_text(json.dumps({"event": "exit", "returncode": -15, "time": ended}) + "\n")
+        state = RankState(spec, subprocess.Popen(["true"]), EventReader(spec.events), 0, 0, 0.0, 0.0,
+                          returncode=-15)
+        state.identity.update(host=f"fake{index + 1}", job="4242", step="0")
+        return state
+
+    first, second = rank(0, 1.0), rank(1, 2.0)
+    (fake_cluster / "job-4242.json").write_text(json.dumps(
+        {"id": "4242", "name": "job", "nodes": "fake1,fake2", "state": "RUNNING", "pids": []}))
+    (fake_cluster / "down-fake2").write_text(word)
+    launch = ClusterLaunch([first.spec, second.spec], SLURM, ["true"], "job", tmp_path / "launcher.log",
+                           cwd=tmp_path, test_timeout=30)
+    launch.ranks = [first, second]
+    assert launch.blame([first, second], 3.0) is (first, second)[blamed]
+    assert launch.scheduler_cause() == "the scheduler ended job 4242: NODE_FAIL (reason NodeDown, nodes fake1,fake2)"
