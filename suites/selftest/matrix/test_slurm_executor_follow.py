@@ -214,3 +214,31 @@ def test_a_gpu_cell_is_served_only_where_a_node_has_its_gpus(slurm: FakeSlurm, r
         assert result.skipped == why and result.records[0].final.outcome == SKIPPED
         assert slurm.asked("sbatch") == []
     assert run.executor.cannot_serve(Cell("c")) == ""  # a CPU cell asks the cluster nothing
+
+
+def test_the_clusters_cost_figures_are_each_jobs_seconds(tmp_path: Path) -> None:
+    """``matrix.json``'s figures: sbatch's seconds per submission, and each job's wait from its
+    submission until it was first seen running (a job seen running but never submitted by this
+    run, or submitted and never seen running, has no wait)."""
+    run = Run(tmp_path)
+    figures = run.executor.stats()
+    assert figures == {"executor": "slurm", "jobs": 0, "poll": POLL, "submit_mean": None, "submit_max": None,
+                       "start_mean": None, "start_max": None}
+    run.executor.submitted.update({"41": (100.0, 0.25), "42": (101.0, 1.75), "44": (102.0, 0.5)})
+    run.executor.running_seen.update({"41": 103.5, "42": 102.0, "43": 150.0})
+    assert run.executor.stats() == {"executor": "slurm", "jobs": 3, "poll": POLL, "submit_mean": 0.8333,
+                                    "submit_max": 1.75, "start_mean": 2.25, "start_max": 3.5}
+
+
+def test_a_deadline_cancel_the_controller_refuses_is_said_as_the_runs_error(slurm: FakeSlurm,
+                                                                           tmp_path: Path) -> None:
+    run = Run(tmp_path, deadline=1.0)
+    slurm.says("squeue", "41|PENDING||Resources\n")
+    slurm.says("scancel", rc=1, err="scancel: error: Kill job error on job id 41: Access/permission denied\n")
+    run.start(Cell("a"))
+    run.wait_for("run: the run's deadline (1 s) passed: cancelling the job(s) still waiting: 41")
+    run.wait_for("Access/permission denied")
+    said = run.said()
+    assert "] run: error: scancel 41: scancel: error: Kill job error on job id 41" in said, said
+    slurm.says("squeue", "41|CANCELLED||Resources\n")
+    run.finish()
