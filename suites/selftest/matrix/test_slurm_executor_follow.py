@@ -149,19 +149,22 @@ def test_an_interrupt_cancels_each_live_job_once_and_its_unit_reads_as_interrupt
 
 def test_jobs_still_waiting_at_the_deadline_are_cancelled_and_named(slurm: FakeSlurm, tmp_path: Path) -> None:
     run = Run(tmp_path, deadline=3.0)
-    slurm.says("squeue", "41|PENDING||Resources\n42|PENDING||Priority\n")
+    slurm.says("squeue", "41|PENDING||Resources\n42|PENDING||Priority\n43|RUNNING|xh-node1|None\n")
     run.start(Cell("a"))
     run.wait_for("a: job 41 submitted")
     run.start(Cell("b"))
     run.wait_for("b: job 42 submitted")
+    run.start(Cell("c"))  # running by the deadline: it is left to finish
+    run.wait_for("c: job 43 running on xh-node1")
     run.wait_for("run: the run's deadline (3 s) passed: cancelling the job(s) still waiting: ")
     run.wait_for(lambda: len(slurm.asked("scancel")) >= 1)
     said = run.said()
     named = said.split("cancelling the job(s) still waiting: ", 1)[1].splitlines()[0]
     assert sorted(named.split(" ")) == sorted(slurm.asked("scancel")[0].split(" ")), said
     assert sorted(named.split(" ")) == ["41", "42"], said
-    slurm.says("squeue", "41|CANCELLED||Resources\n42|CANCELLED||Priority\n")
+    slurm.says("squeue", "41|CANCELLED||Resources\n42|CANCELLED||Priority\n43|COMPLETED|xh-node1|None\n")
     run.finish()
+    assert len(slurm.asked("scancel")) == 1, slurm.asked("scancel")
     for name in ("a", "b"):
         (record,) = run.results[name].records
         assert "still waiting to start when the run's deadline (3 s) passed" in record.final.message, record
