@@ -245,3 +245,19 @@ def test_a_deadline_cancel_the_controller_refuses_is_said_as_the_runs_error(slur
     assert "] run: error: scancel 41: scancel: error: Kill job error on job id 41" in said, said
     slurm.says("squeue", "41|CANCELLED||Resources\n")
     run.finish()
+
+
+def test_an_interrupt_names_every_live_job_and_a_refused_cancel_is_the_runs_error(slurm: FakeSlurm,
+                                                                                  run: Run) -> None:
+    slurm.says("squeue", "41|RUNNING|xh-node1|None\n42|PENDING||Priority\n")
+    slurm.says("scancel", rc=1, err="scancel: error: Kill job error on job id 41: Access/permission denied\n")
+    run.start(Cell("a"))
+    run.wait_for("a: job 41 running on xh-node1")
+    run.start(Cell("b"))
+    run.wait_for("b: job 42 submitted")
+    run.executor.interrupt()
+    said = run.said()
+    assert "] run: cancelling job(s) 41 42\n" in said, said
+    assert "] run: error: scancel 41 42: scancel: error: Kill job error on job id 41" in said, said
+    slurm.says("squeue", "41|CANCELLED|xh-node1|None\n42|CANCELLED||Priority\n")
+    run.finish()
