@@ -111,6 +111,9 @@ def test_a_job_is_told_from_the_queue_to_its_end_and_its_files_are_under_jobs(sl
     run.wait_for("c: job 41 pending (BeginTime): back in the queue, its last attempt's result will be read\n")
     slurm.says("squeue", "41|RUNNING|xh-node2|None\n")
     run.wait_for("c: job 41 running on xh-node2\n")
+    # a job's end is completed by the controller's full view: its restarts and its exit code
+    slurm.says("scontrol", "JobId=41 JobName=xh-c JobState=FAILED Reason=NonZeroExitCode Restarts=1 "
+                           "ExitCode=3:0 NodeList=xh-node2\n")
     slurm.says("squeue", "41|FAILED|xh-node2|NonZeroExitCode\n")
     run.finish()
 
@@ -121,7 +124,8 @@ def test_a_job_is_told_from_the_queue_to_its_end_and_its_files_are_under_jobs(sl
     assert f"c: job 41 submitted ({batch})" in said and batch.is_file(), said
     assert slurm.asked("sbatch") == [f"--parsable {batch}"]
     (record,) = run.results["c"].records
-    assert record.final.outcome == ERROR and "the job ended FAILED on xh-node2" in record.final.message
+    assert record.final.outcome == ERROR, record
+    assert "the job ended FAILED on xh-node2 (exit 3:0), NonZeroExitCode" in record.final.message, record
 
     stats = run.executor.stats()
     assert stats["executor"] == "slurm" and stats["jobs"] == 1 and stats["poll"] == POLL
