@@ -526,7 +526,7 @@ def command_score(args: argparse.Namespace) -> int:
     print(table(scores, markdown=getattr(args, "markdown", False)))
     for est in estimates(chosen):
         score_, low, high = est.score()
-        first = f"{est.certain} killed by {chosen.prefilter}'s run of every mutant; " if chosen.prefilter else ""
+        first = f"{est.certain} killed by {chosen.prefilter}'s tests; " if chosen.prefilter else ""
         rest = " other" if chosen.prefilter else ""
         print(f"{est.room}: estimated {score_:.1%} (95% interval {low:.1%} to {high:.1%}): {first}{est.killed} "
               f"killed of {est.judged} drawn at random among the {est.reached}{rest} mutants a test reaches; "
