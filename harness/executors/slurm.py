@@ -45,9 +45,6 @@ from harness.matrix.progress import CellProgress, Progress
 from harness.matrix.supervisor import CellResult, RunSettings
 from harness.report.records import KIND_EXIT
 
-#: how long a cancelled job may take to end before its unit is recorded without it
-CANCEL_WAIT = 120.0
-
 
 @dataclass(frozen=True)
 class SlurmOptions:
@@ -58,6 +55,9 @@ class SlurmOptions:
     poll: float = 1.0  # seconds between two looks at the queue
     #: seconds the controller may go unanswering before the run stops waiting for its jobs
     patience: float = 300.0
+    #: seconds a cancelled job may take to end (and write what it finished) before its unit is
+    #: recorded without it
+    cancel_wait: float = 120.0
 
 
 class SlurmExecutor:
@@ -194,7 +194,7 @@ class SlurmExecutor:
             while not self.states[job].terminal:
                 if job in self.cancelled:  # by interrupt(), which the run calls on Ctrl-C or SIGTERM
                     cancelled_at = cancelled_at or time.monotonic()
-                    if time.monotonic() - cancelled_at > CANCEL_WAIT:
+                    if time.monotonic() - cancelled_at > self.options.cancel_wait:
                         break
                 self._changed.wait(timeout=self.options.poll * 2)
             state = self.states[job]

@@ -17,11 +17,11 @@ import pytest
 from fake_slurm import FakeSlurm, on_path
 
 from harness.executors.slurm import SlurmExecutor, SlurmOptions
-from harness.executors.slurm_job import JobSpec
+from harness.executors.slurm_job import JobSpec, attempt_dir, write_result
 from harness.matrix.config import Cell, Matrix
 from harness.matrix.progress import CellProgress, Progress
 from harness.matrix.supervisor import CellResult, RunSettings
-from harness.report.records import ERROR, SKIPPED
+from harness.report.records import ERROR, PASSED, SKIPPED, Attempt, TestRecord
 
 pytestmark = [pytest.mark.cell_independent, pytest.mark.jax_independent]  # SLURM's commands as scripts
 
@@ -101,12 +101,20 @@ def run(tmp_path: Path) -> Iterator[Run]:
 def test_a_job_is_told_from_the_queue_to_its_end_and_its_files_are_under_jobs(slurm: FakeSlurm, run: Run,
                                                                              tmp_path: Path) -> None:
     slurm.says("squeue", "41|PENDING||Priority\n")
+    started = time.monotonic()  # before its submission
     run.start(Cell("c"))
     run.wait_for("c: job 41 submitted (")
     run.wait_for("run: jobs: 1 pending (c 41); 0 running; 0 done")
+    pending_from = time.monotonic()  # after its submission
+    asked = len(slurm.asked("squeue"))
+    run.wait_for(lambda: len(slurm.asked("squeue")) >= asked + 5)  # the queue seen several times unchanged
+    pending_until = time.monotonic()  # before it was first seen running
     slurm.says("squeue", "41|RUNNING|xh-node1|None\n")
     run.wait_for("c: job 41 running on xh-node1\n")
+    seen_running = time.monotonic()  # after it was first seen running
     run.wait_for("run: jobs: 0 pending; 1 running (c 41); 0 done")
+    asked = len(slurm.asked("squeue"))
+    run.wait_for(lambda: len(slurm.asked("squeue")) >= asked + 5)
     slurm.says("squeue", "41|PENDING||BeginTime\n")  # requeued: a node failed, or a preemption
     run.wait_for("c: job 41 pending (BeginTime): back in the queue, its last attempt's result will be read\n")
     slurm.says("squeue", "41|RUNNING|xh-node2|None\n")
@@ -119,6 +127,11 @@ def test_a_job_is_told_from_the_queue_to_its_end_and_its_files_are_under_jobs(sl
 
     said = run.said()
     assert "c: job 41 failed on xh-node2 (NonZeroExitCode)" in said, said
+    for change in ("c: job 41 submitted", "c: job 41 running on xh-node1", "c: job 41 running on xh-node2",
+                   "c: job 41 pending (BeginTime)", "c: job 41 failed"):
+        assert said.count(change) == 1, f"{change!r} is said once, when it happens:\n{said}"
+    # the queue's summary when a job changes, not at every look: twice pending (submitted, requeued)
+    assert said.count("run: jobs: 1 pending (c 41); 0 running; 0 done\n") == 2, said
     assert "run: jobs: 0 pending; 0 running; 1 done\n" in said, said
     batch = tmp_path / "out" / "jobs" / "xh-c" / "job.sh"
     assert f"c: job 41 submitted ({batch})" in said and batch.is_file(), said
@@ -131,7 +144,10 @@ def test_a_job_is_told_from_the_queue_to_its_end_and_its_files_are_under_jobs(sl
     assert stats["executor"] == "slurm" and stats["jobs"] == 1 and stats["poll"] == POLL
     assert set(stats) == {"executor", "jobs", "poll", "submit_mean", "submit_max", "start_mean", "start_max"}
     # the queue's wait: at least the time the job was shown pending above, and one job's max is its mean
-    assert isinstance(stats["start_max"], float) and stats["start_max"] == stats["start_mean"] > 0
+    assert isinstance(stats["start_max"], float) and stats["start_max"] == stats["start_mean"]
+    # the wait is from submission to the first look that saw it running, not to a later look
+    assert round(pending_until - pending_from, 4) <= stats["start_max"] <= round(seen_running - started, 4), (
+        stats, pending_until - pending_from, seen_running - started)
     assert isinstance(stats["submit_max"], float) and stats["submit_max"] >= stats["submit_mean"] > 0
 
 
@@ -181,13 +197,15 @@ def test_a_controller_that_stops_answering_is_said_once_then_its_jobs_are_left(s
     run.start(Cell("c"))
     run.wait_for("c: job 41 running on xh-node2")
     asked = len(slurm.asked("squeue"))
+    silent_from = time.monotonic()
     slurm.says("squeue", rc=1, err="slurm_load_jobs error: Unable to contact slurm controller (connect failure)\n")
     run.finish()
+    silent_for = time.monotonic() - silent_from
     said = run.said()
     assert said.count("run: error: ") == 1, said  # said once, however often it is asked again
     assert "Unable to contact slurm controller" in said and "(retrying for up to 1 s)" in said, said
     assert len(slurm.asked("squeue")) - asked >= 3, "the controller was not asked again before giving up"
-    assert int(re.search(r"no answer for (\d+) s", said)[1]) >= 1, said
+    assert 1 <= int(re.search(r"no answer for (\d+) s", said)[1]) <= silent_for + 1, said
     assert "c: job 41 unreachable on xh-node2" in said, said
     (record,) = run.results["c"].records
     message = record.final.message
@@ -265,3 +283,118 @@ def test_an_interrupt_names_every_live_job_and_a_refused_cancel_is_the_runs_erro
     assert "] run: error: scancel 41 42: scancel: error: Kill job error on job id 41" in said, said
     slurm.says("squeue", "41|CANCELLED|xh-node1|None\n42|CANCELLED||Priority\n")
     run.finish()
+
+
+def _unit_dir(run: Run, cell: str) -> Path:
+    return run.out / "jobs" / f"xh-{cell}"
+
+
+def test_an_interrupted_job_is_awaited_until_it_ends_and_what_it_wrote_is_kept(slurm: FakeSlurm, run: Run) -> None:
+    """Ctrl-C cancels a running job, whose SIGTERM handler writes the tests it finished; the run
+    waits for the controller to say the job ended, so those records are not lost."""
+    slurm.says("squeue", "41|RUNNING|xh-node1|None\n")
+    run.start(Cell("c"))
+    run.wait_for("c: job 41 running on xh-node1")
+    run.executor.interrupt()
+    asked = len(slurm.asked("squeue"))
+    run.wait_for(lambda: len(slurm.asked("squeue")) >= asked + 5)  # the job still ending, asked about again
+    finished = TestRecord(nodeid="tests/test_a.py::test_a", cell="c")
+    finished.attempts.append(Attempt(PASSED, duration=1.0))
+    write_result(attempt_dir(_unit_dir(run, "c"), 0), CellResult(Cell("c"), [finished], 2.0, interrupted=True), False)
+    slurm.says("squeue", "41|CANCELLED|xh-node1|None\n")
+    run.finish()
+    result = run.results["c"]
+    assert result.interrupted
+    assert [(r.nodeid, r.final.outcome) for r in result.records] == [("tests/test_a.py::test_a", PASSED)], result
+
+
+def test_a_cancelled_job_under_a_silent_controller_is_left_after_the_grace(slurm: FakeSlurm, tmp_path: Path) -> None:
+    """Ctrl-C while the controller does not answer: the run gives the job its grace to end, then
+    ends without it, however long the controller's patience is."""
+    run = Run(tmp_path, cancel_wait=0.5, patience=600.0)
+    slurm.says("squeue", "41|RUNNING|xh-node1|None\n")
+    run.start(Cell("c"))
+    run.wait_for("c: job 41 running on xh-node1")
+    slurm.says("squeue", rc=1, err="slurm_load_jobs error: Unable to contact slurm controller (connect failure)\n")
+    run.wait_for("Unable to contact slurm controller")
+    run.executor.interrupt()
+    cancelled = time.monotonic()
+    run.finish()
+    assert time.monotonic() - cancelled >= 0.5
+    assert run.results["c"].interrupted
+
+
+def test_a_job_not_cancelled_is_followed_past_the_cancel_grace(slurm: FakeSlurm, tmp_path: Path) -> None:
+    """The grace is for cancelled jobs only: a job that runs longer is followed to its end."""
+    run = Run(tmp_path, cancel_wait=0.2)
+    slurm.says("squeue", "41|RUNNING|xh-node1|None\n")
+    run.start(Cell("c"))
+    run.wait_for("c: job 41 running on xh-node1")
+    seen = time.monotonic()
+    asked = len(slurm.asked("squeue"))
+    run.wait_for(lambda: time.monotonic() - seen > 1.0 and len(slurm.asked("squeue")) >= asked + 5)
+    assert run.threads[0].is_alive(), run.said()
+    finished = TestRecord(nodeid="tests/test_a.py::test_a", cell="c")
+    finished.attempts.append(Attempt(PASSED, duration=1.0))
+    write_result(attempt_dir(_unit_dir(run, "c"), 0), CellResult(Cell("c"), [finished], 2.0), False)
+    slurm.says("squeue", "41|COMPLETED|xh-node1|None\n")
+    run.finish()
+    result = run.results["c"]
+    assert not result.interrupted
+    assert [(r.nodeid, r.final.outcome) for r in result.records] == [("tests/test_a.py::test_a", PASSED)], result
+
+
+@pytest.mark.parametrize(("says", "width"), [("0/6/0/6\n", 6), ("0/0/0/0\n", 1), ("", 1)])
+def test_the_runs_width_is_the_clusters_cpus_asked_once(slurm: FakeSlurm, run: Run, says: str, width: int) -> None:
+    """How many single-process units the run sends at once: the partition's CPUs from sinfo, at
+    least one (a partition whose nodes are all down still runs its units one by one), asked once."""
+    slurm.says("sinfo", says)
+    assert run.executor.capacity() == width
+    assert run.executor.capacity() == width
+    assert slurm.asked("sinfo") == ["--noheader --format=%C"]
+
+
+def test_a_job_submitted_after_the_others_ended_is_followed_too(slurm: FakeSlurm, run: Run) -> None:
+    """A run whose jobs go one after another (one core's worth of cluster): between two jobs no
+    job is alive, and the queue is still followed for the next one."""
+    slurm.says("squeue", "41|COMPLETED|xh-node1|None\n")
+    run.start(Cell("a"))
+    run.wait_for("a: job 41 completed on xh-node1")
+    run.threads[0].join(timeout=30)
+    asked = len(slurm.asked("squeue"))
+    time.sleep(POLL * 5)  # several polls with no job alive
+    assert len(slurm.asked("squeue")) == asked, "the queue is asked about no job"
+    slurm.says("squeue", "41|COMPLETED|xh-node1|None\n42|RUNNING|xh-node2|None\n")
+    run.start(Cell("b"))
+    run.wait_for("b: job 42 running on xh-node2")
+    slurm.says("squeue", "41|COMPLETED|xh-node1|None\n42|COMPLETED|xh-node2|None\n")
+    run.finish()
+    assert "b: job 42 completed on xh-node2" in run.said()
+
+
+def test_a_run_that_dies_while_following_its_jobs_still_exits(slurm: FakeSlurm, tmp_path: Path) -> None:
+    """An error in the run's own code while a job is followed: the process ends with that error,
+    and the queue's follower does not keep it alive (a CI job would hang to its time limit)."""
+    import subprocess
+    import sys
+
+    slurm.says("squeue", "41|RUNNING|xh-node1|None\n")
+    code = (
+        "import sys, threading, time\n"
+        "from pathlib import Path\n"
+        "from harness.executors.slurm import SlurmExecutor, SlurmOptions\n"
+        "from harness.executors.slurm_job import JobSpec\n"
+        "from harness.matrix.config import Cell, Matrix\n"
+        "from harness.matrix.progress import CellProgress, Progress\n"
+        "from harness.matrix.supervisor import RunSettings\n"
+        "root = Path(sys.argv[1])\n"
+        "progress = Progress(1)\n"
+        "executor = SlurmExecutor(SlurmOptions(poll=0.02), root / 'out', progress, workdir=root)\n"
+        "settings = RunSettings(matrix=Matrix(root / 'm.toml', root, {}), out_dir=root / 'out')\n"
+        "spec = JobSpec(Cell('c'), settings, '', 'c')\n"
+        "threading.Thread(target=executor.run_job, args=(spec, CellProgress(progress, 'c')), daemon=True).start()\n"
+        "while 'RUNNING' not in str(executor.states): time.sleep(0.02)\n"
+        "raise SystemExit('the run failed while job 41 ran')\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1 and "the run failed while job 41 ran" in done.stderr, done.stdout + done.stderr
