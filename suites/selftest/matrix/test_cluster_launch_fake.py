@@ -181,7 +181,9 @@ def test_a_rank_on_a_node_the_scheduler_lists_down_is_blamed_though_a_peer_ended
     from harness.matrix.launchers import SLURM
     from harness.matrix.multiproc import RankSpec, RankState
 
-    env = dict(os.environ)
+    env = dict(os.environ)  # the job's environment: its cluster is asked, not the one this process would ask
+    (tmp_path / "another-cluster").mkdir()
+    os.environ["FAKE_SLURM_DIR"] = str(tmp_path / "another-cluster")  # restored by fake_cluster's monkeypatch
 
     def rank(index: int, ended: float) -> RankState:
         spec = RankSpec(index, [], env, tmp_path / f"rank{index}.events.jsonl", tmp_path / "s", tmp_path / "l")
@@ -200,3 +202,33 @@ def test_a_rank_on_a_node_the_scheduler_lists_down_is_blamed_though_a_peer_ended
     launch.ranks = [first, second]
     assert launch.blame([first, second], 3.0) is (first, second)[blamed]
     assert launch.scheduler_cause() == "the scheduler ended job 4242: NODE_FAIL (reason NodeDown, nodes fake1,fake2)"
+
+
+def test_among_ranks_that_ended_the_first_to_end_is_blamed_and_one_that_wrote_nothing_before_all(
+        tmp_path: Path) -> None:
+    """Outside a scheduler's verdict: the launcher ended the peers of the rank that ended badly, so
+    the first to end, by the time its exit event says, is the cause, whatever its rank; a rank that
+    wrote no exit event at all was lost before any that did (its host went away)."""
+    import json
+    import subprocess
+
+    from harness.matrix.cluster_launch import ClusterLaunch
+    from harness.matrix.events import EventReader
+    from harness.matrix.launchers import MPI
+    from harness.matrix.multiproc import RankSpec, RankState
+
+    def rank(index: int, ended: float | None) -> RankState:
+        spec = RankSpec(index, [], {}, tmp_path / f"rank{index}.events.jsonl", tmp_path / "s", tmp_path / "l")
+        spec.events.write_text("" if ended is None else
+                               json.dumps({"event": "exit", "returncode": -15, "time": ended}) + "\n")
+        reader = EventReader(spec.events)
+        reader.poll()  # as the supervisor has read each stream by the time it blames a rank
+        return RankState(spec, subprocess.Popen(["true"]), reader, 0, 0, 0.0, 0.0, returncode=-15)
+
+    ranks = [rank(0, 2.0), rank(1, 1.0), rank(2, 1.5)]
+    launch = ClusterLaunch([r.spec for r in ranks], MPI, ["true"], "job", tmp_path / "launcher.log", cwd=tmp_path,
+                           test_timeout=30)
+    launch.ranks = ranks
+    assert launch.blame(ranks, 3.0).rank == 1
+    lost = rank(3, None)
+    assert launch.blame([*ranks, lost], 3.0).rank == 3
