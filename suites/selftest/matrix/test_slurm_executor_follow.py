@@ -62,11 +62,12 @@ class Run:
         self.executor = SlurmExecutor(SlurmOptions(poll=POLL, **options), self.out, self.progress, workdir=tmp_path)
         self.settings = RunSettings(matrix=Matrix(tmp_path / "m.toml", tmp_path, {}), out_dir=self.out)
         self.results: dict[str, CellResult] = {}
+        self.not_installed: dict[str, bool] = {}
         self.threads: list[threading.Thread] = []
 
     def start(self, cell: Cell) -> None:
         def job() -> None:
-            self.results[cell.name], _ = self.executor.run_job(
+            self.results[cell.name], self.not_installed[cell.name] = self.executor.run_job(
                 JobSpec(cell, self.settings, "", cell.name), CellProgress(self.progress, cell.name))
 
         thread = threading.Thread(target=job, daemon=True)
@@ -182,8 +183,11 @@ def test_jobs_still_waiting_at_the_deadline_are_cancelled_and_named(slurm: FakeS
     named = said.split("cancelling the job(s) still waiting: ", 1)[1].splitlines()[0]
     assert sorted(named.split(" ")) == sorted(slurm.asked("scancel")[0].split(" ")), said
     assert sorted(named.split(" ")) == ["41", "42"], said
+    run.wait_for("run: jobs: 2 pending (a 41, b 42); 1 running (c 43); 0 done")
     slurm.says("squeue", "41|CANCELLED||Resources\n42|CANCELLED||Priority\n43|COMPLETED|xh-node1|None\n")
     run.finish()
+    # a job that ends without ever having run has no node to name
+    assert "a: job 41 cancelled (Resources)\n" in run.said() and "b: job 42 cancelled (Priority)\n" in run.said()
     assert len(slurm.asked("scancel")) == 1, slurm.asked("scancel")
     for name in ("a", "b"):
         (record,) = run.results[name].records
@@ -236,7 +240,10 @@ def test_a_gpu_cell_is_served_only_where_a_node_has_its_gpus(slurm: FakeSlurm, r
         run.start(cell)
         run.finish()
         result = run.results["g"]
-        assert result.skipped == why and result.records[0].final.outcome == SKIPPED
+        assert result.skipped == why and result.cell is cell and not run.not_installed["g"]
+        (record,) = result.records
+        assert record.final.outcome == SKIPPED and record.final.message.endswith(why), record.final.message
+        assert f"g: skipped: {why}\n" in run.said(), run.said()
         assert slurm.asked("sbatch") == []
     assert run.executor.cannot_serve(Cell("c")) == ""  # a CPU cell asks the cluster nothing
 
@@ -344,14 +351,41 @@ def test_a_job_not_cancelled_is_followed_past_the_cancel_grace(slurm: FakeSlurm,
     assert [(r.nodeid, r.final.outcome) for r in result.records] == [("tests/test_a.py::test_a", PASSED)], result
 
 
-@pytest.mark.parametrize(("says", "width"), [("0/6/0/6\n", 6), ("0/0/0/0\n", 1), ("", 1)])
-def test_the_runs_width_is_the_clusters_cpus_asked_once(slurm: FakeSlurm, run: Run, says: str, width: int) -> None:
-    """How many single-process units the run sends at once: the partition's CPUs from sinfo, at
-    least one (a partition whose nodes are all down still runs its units one by one), asked once."""
+@pytest.mark.parametrize(("says", "width", "partition"), [("0/6/0/6\n", 6, ""), ("0/0/0/0\n", 1, ""), ("", 1, ""),
+                                                       ("2/2/0/4\n", 4, "debug")])
+def test_the_runs_width_is_the_clusters_cpus_asked_once(slurm: FakeSlurm, tmp_path: Path, says: str, width: int,
+                                                        partition: str) -> None:
+    """How many single-process units the run sends at once: the CPUs of the run's partition from
+    sinfo, at least one (a partition whose nodes are all down still runs its units one by one),
+    asked once."""
+    from harness.executors.slurm_script import JobDefaults
+
+    executor = SlurmExecutor(SlurmOptions(defaults=JobDefaults(partition=partition)), tmp_path / "out", Progress(1))
     slurm.says("sinfo", says)
-    assert run.executor.capacity() == width
-    assert run.executor.capacity() == width
-    assert slurm.asked("sinfo") == ["--noheader --format=%C"]
+    assert executor.capacity() == width
+    assert executor.capacity() == width
+    assert slurm.asked("sinfo") == ["--noheader --format=%C" + (f" --partition={partition}" if partition else "")]
+
+
+def test_a_unit_run_again_into_the_same_output_reads_only_its_own_job(slurm: FakeSlurm, run: Run) -> None:
+    """The batch script runs the unit written beside it; an earlier run's attempts in the unit's
+    directory are cleared first, so a job that dies without writing is not read as the earlier
+    one's result."""
+    import pickle
+
+    stale = TestRecord(nodeid="tests/test_a.py::test_a", cell="c")
+    stale.attempts.append(Attempt(PASSED, duration=1.0))
+    write_result(attempt_dir(_unit_dir(run, "c"), 0), CellResult(Cell("c"), [stale], 2.0), False)
+    slurm.says("squeue", "41|FAILED|xh-node1|NonZeroExitCode\n")
+    run.start(Cell("c"))
+    run.finish()
+    (record,) = run.results["c"].records
+    assert record.final.outcome == ERROR and record.nodeid != stale.nodeid, record
+    last = (_unit_dir(run, "c") / "job.sh").read_text(encoding="utf-8").strip().splitlines()[-1]
+    spec = last.split()[-1]
+    assert spec == str(_unit_dir(run, "c") / "unit.pickle"), last
+    with open(spec, "rb") as handle:
+        assert pickle.load(handle).cell == Cell("c")  # noqa: S301 - written by this test's run
 
 
 def test_a_job_submitted_after_the_others_ended_is_followed_too(slurm: FakeSlurm, run: Run) -> None:
@@ -373,8 +407,9 @@ def test_a_job_submitted_after_the_others_ended_is_followed_too(slurm: FakeSlurm
 
 
 def test_a_run_that_dies_while_following_its_jobs_still_exits(slurm: FakeSlurm, tmp_path: Path) -> None:
-    """An error in the run's own code while a job is followed: the process ends with that error,
-    and the queue's follower does not keep it alive (a CI job would hang to its time limit)."""
+    """An error in the run's own code while a job is followed (here in the thread that waits for
+    it): the process ends with that error, and the queue's follower does not keep it alive (a CI
+    job would hang to its time limit)."""
     import subprocess
     import sys
 
@@ -392,9 +427,15 @@ def test_a_run_that_dies_while_following_its_jobs_still_exits(slurm: FakeSlurm, 
         "executor = SlurmExecutor(SlurmOptions(poll=0.02), root / 'out', progress, workdir=root)\n"
         "settings = RunSettings(matrix=Matrix(root / 'm.toml', root, {}), out_dir=root / 'out')\n"
         "spec = JobSpec(Cell('c'), settings, '', 'c')\n"
-        "threading.Thread(target=executor.run_job, args=(spec, CellProgress(progress, 'c')), daemon=True).start()\n"
-        "while 'RUNNING' not in str(executor.states): time.sleep(0.02)\n"
-        "raise SystemExit('the run failed while job 41 ran')\n"
+        "import _thread\n"
+        "def fail_when_running():\n"
+        "    while 'RUNNING' not in str(executor.states): time.sleep(0.02)\n"
+        "    _thread.interrupt_main()\n"
+        "threading.Thread(target=fail_when_running, daemon=True).start()\n"
+        "try:\n"
+        "    executor.run_job(spec, CellProgress(progress, 'c'))\n"
+        "except KeyboardInterrupt:\n"
+        "    raise SystemExit('the run failed while job 41 ran')\n"
     )
     done = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, timeout=60)
     assert done.returncode == 1 and "the run failed while job 41 ran" in done.stderr, done.stdout + done.stderr
