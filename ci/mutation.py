@@ -454,12 +454,19 @@ def function_of(mutant: str) -> str:
     return mutant.rsplit("__mutmut_", 1)[0]
 
 
+def candidates(names: Iterable[str], functions: set[str], killed: set[str], equivalent: set[str]) -> list[str]:
+    """The mutants a draw is made among: reached by a test, and neither killed by the prefilter
+    nor judged equivalent (a survivor known as such would spend a cluster's minutes for nothing)."""
+    return sorted(name for name in names
+                  if function_of(name) in functions and name not in killed and name not in equivalent)
+
+
 def sample(chosen: Profile, count: int, seed: int) -> list[str]:
     """``count`` mutants drawn at random among those some test reaches (a profile too slow to run
     whole; the rest need no run: nothing reaches them, they survive), added to the profile's
     record of its sample (``sample.txt``), from which ``estimate`` reads the score."""
-    functions, first = reached(chosen), killed_before(chosen)
-    every = sorted(name for name in results(chosen) if function_of(name) in functions and name not in first)
+    known = {name for name, entry in equivalents().items() if _still_equivalent(chosen.workdir, name, entry)}
+    every = candidates(results(chosen), reached(chosen), killed_before(chosen), known)
     if not every:
         raise UsageError(f"no mutants of profile {chosen.name!r} that a test reaches yet: run it once first")
     drawn = random.Random(seed).sample(every, min(count, len(every)))

@@ -85,6 +85,13 @@ def test_a_prefiltered_room_carries_the_sample_s_uncertainty_on_the_rest_alone()
     assert split[2] - split[1] == pytest.approx((plain[2] - plain[1]) * 0.2)
 
 
+def test_a_draw_is_made_among_reached_mutants_neither_killed_first_nor_known_equivalent() -> None:
+    mutation = _module()
+    names = ["m.f__mutmut_1", "m.f__mutmut_2", "m.f__mutmut_3", "m.g__mutmut_1", "m.f__mutmut_4"]
+    assert mutation.candidates(names, {"m.f"}, {"m.f__mutmut_2"}, {"m.f__mutmut_3"}) == ["m.f__mutmut_1",
+                                                                                          "m.f__mutmut_4"]
+
+
 def test_a_prefilter_must_mutate_the_same_rooms_with_some_of_the_profile_s_tests(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     mutation = _module()
