@@ -105,6 +105,7 @@ def test_a_job_is_told_from_the_queue_to_its_end_and_its_files_are_under_jobs(sl
     started = time.monotonic()  # before its submission
     run.start(Cell("c"))
     run.wait_for("c: job 41 submitted (")
+    submitted = time.monotonic()  # after sbatch answered
     run.wait_for("run: jobs: 1 pending (c 41); 0 running; 0 done")
     pending_from = time.monotonic()  # after its submission
     asked = len(slurm.asked("squeue"))
@@ -149,7 +150,8 @@ def test_a_job_is_told_from_the_queue_to_its_end_and_its_files_are_under_jobs(sl
     # the wait is from submission to the first look that saw it running, not to a later look
     assert round(pending_until - pending_from, 4) <= stats["start_max"] <= round(seen_running - started, 4), (
         stats, pending_until - pending_from, seen_running - started)
-    assert isinstance(stats["submit_max"], float) and stats["submit_max"] >= stats["submit_mean"] > 0
+    assert isinstance(stats["submit_max"], float) and stats["submit_max"] == stats["submit_mean"] > 0
+    assert stats["submit_max"] <= round(submitted - started, 4) + 1e-4, (stats, submitted - started)
 
 
 def test_an_interrupt_cancels_each_live_job_once_and_its_unit_reads_as_interrupted(slurm: FakeSlurm,
@@ -383,6 +385,9 @@ def test_a_unit_run_again_into_the_same_output_reads_only_its_own_job(slurm: Fak
     assert record.final.outcome == ERROR and record.nodeid != stale.nodeid, record
     last = (_unit_dir(run, "c") / "job.sh").read_text(encoding="utf-8").strip().splitlines()[-1]
     spec = last.split()[-1]
+    # the job runs where the run was asked to run it, not where this process happens to be
+    assert run.out.parent != Path.cwd()
+    assert f"#SBATCH --chdir={run.out.parent}\n" in (_unit_dir(run, "c") / "job.sh").read_text(encoding="utf-8")
     assert spec == str(_unit_dir(run, "c") / "unit.pickle"), last
     with open(spec, "rb") as handle:
         assert pickle.load(handle).cell == Cell("c")  # noqa: S301 - written by this test's run
