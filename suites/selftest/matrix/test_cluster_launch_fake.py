@@ -232,3 +232,22 @@ def test_among_ranks_that_ended_the_first_to_end_is_blamed_and_one_that_wrote_no
     assert launch.blame(ranks, 3.0).rank == 1
     lost = rank(3, None)
     assert launch.blame([*ranks, lost], 3.0).rank == 3
+
+
+@pytest.mark.parametrize(("log", "job"), [
+    ("srun: job 77 has been allocated resources\n", "77"),
+    ("srun: job 41 queued and waiting for resources\nsrun: job 41 has been allocated resources\n", "41"),
+    ("srun: job 41 queued and waiting for resources\nsrun: job 41 has been allocated resources\n"
+     "srun: error: the step was cancelled\nsrun: job 99 has been allocated resources\n", "99"),
+    ("srun: error: Unable to allocate resources: Invalid partition name specified\n", ""),
+])
+def test_before_any_rank_says_its_job_the_job_is_read_from_what_srun_printed(tmp_path: Path, log: str,
+                                                                             job: str) -> None:
+    """A step whose ranks never started (the allocation failed, or was lost first) is still named
+    by its job: the last one srun printed, a single line or a queued one's two."""
+    from harness.matrix.cluster_launch import ClusterLaunch
+    from harness.matrix.launchers import SLURM
+
+    launch = ClusterLaunch([], SLURM, ["true"], "job", tmp_path / "launcher.log", cwd=tmp_path, test_timeout=30)
+    (tmp_path / "launcher.log").write_text(log)
+    assert launch.job_id() == job and launch.step_ref() == job
