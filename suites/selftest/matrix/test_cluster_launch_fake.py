@@ -251,3 +251,20 @@ def test_before_any_rank_says_its_job_the_job_is_read_from_what_srun_printed(tmp
     launch = ClusterLaunch([], SLURM, ["true"], "job", tmp_path / "launcher.log", cwd=tmp_path, test_timeout=30)
     (tmp_path / "launcher.log").write_text(log)
     assert launch.job_id() == job and launch.step_ref() == job
+
+
+def test_a_launcher_cell_of_one_rank_runs_it_as_one_task(fake_cluster: Path, tmp_path: Path) -> None:
+    """``processes = 1`` under a launcher: one task, started with the cell's environment, its
+    host and job said as for many."""
+    write_suite(tmp_path, {"tests/test_one.py": '''
+        import jax
+
+        def test_alone():
+            assert jax.process_count() == 1
+    '''})
+    write_matrix(tmp_path, CELL.replace("processes = 2", "processes = 1").replace("test_ranks.py", "test_one.py"))
+    result = run_matrix(tmp_path, timeout=240)
+    assert result.returncode == 0, result.stdout + result.stderr
+    (record,) = result.records("c").values()
+    assert record.final.outcome == PASSED, record.final.message
+    assert record.properties["rank-hosts"] == "0:fake1", record.properties
