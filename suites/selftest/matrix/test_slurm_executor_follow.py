@@ -298,6 +298,13 @@ def _unit_dir(run: Run, cell: str) -> Path:
     return run.out / "jobs" / f"xh-{cell}"
 
 
+def _passed(nodeid: str) -> TestRecord:
+    """A test of cell ``c`` that passed: what a job writes of the tests it finished."""
+    record = TestRecord(nodeid=nodeid, cell="c")
+    record.attempts.append(Attempt(PASSED, duration=1.0))
+    return record
+
+
 def test_an_interrupted_job_is_awaited_until_it_ends_and_what_it_wrote_is_kept(slurm: FakeSlurm, run: Run) -> None:
     """Ctrl-C cancels a running job, whose SIGTERM handler writes the tests it finished; the run
     waits for the controller to say the job ended, so those records are not lost."""
@@ -307,8 +314,7 @@ def test_an_interrupted_job_is_awaited_until_it_ends_and_what_it_wrote_is_kept(s
     run.executor.interrupt()
     asked = len(slurm.asked("squeue"))
     run.wait_for(lambda: len(slurm.asked("squeue")) >= asked + 5)  # the job still ending, asked about again
-    finished = TestRecord(nodeid="tests/test_a.py::test_a", cell="c")
-    finished.attempts.append(Attempt(PASSED, duration=1.0))
+    finished = _passed("tests/test_a.py::test_a")
     write_result(attempt_dir(_unit_dir(run, "c"), 0), CellResult(Cell("c"), [finished], 2.0, interrupted=True), False)
     slurm.says("squeue", "41|CANCELLED|xh-node1|None\n")
     run.finish()
@@ -343,8 +349,7 @@ def test_a_job_not_cancelled_is_followed_past_the_cancel_grace(slurm: FakeSlurm,
     asked = len(slurm.asked("squeue"))
     run.wait_for(lambda: time.monotonic() - seen > 1.0 and len(slurm.asked("squeue")) >= asked + 5)
     assert run.threads[0].is_alive(), run.said()
-    finished = TestRecord(nodeid="tests/test_a.py::test_a", cell="c")
-    finished.attempts.append(Attempt(PASSED, duration=1.0))
+    finished = _passed("tests/test_a.py::test_a")
     write_result(attempt_dir(_unit_dir(run, "c"), 0), CellResult(Cell("c"), [finished], 2.0), False)
     slurm.says("squeue", "41|COMPLETED|xh-node1|None\n")
     run.finish()
@@ -375,8 +380,7 @@ def test_a_unit_run_again_into_the_same_output_reads_only_its_own_job(slurm: Fak
     one's result."""
     import pickle
 
-    stale = TestRecord(nodeid="tests/test_a.py::test_a", cell="c")
-    stale.attempts.append(Attempt(PASSED, duration=1.0))
+    stale = _passed("tests/test_a.py::test_a")
     write_result(attempt_dir(_unit_dir(run, "c"), 0), CellResult(Cell("c"), [stale], 2.0), False)
     slurm.says("squeue", "41|FAILED|xh-node1|NonZeroExitCode\n")
     run.start(Cell("c"))
