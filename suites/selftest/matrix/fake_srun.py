@@ -8,7 +8,8 @@ and signals passed on. The state of each step lives in files under ``$FAKE_SLURM
 A test makes a node fail by writing ``down-NODE`` there, as a node whose ``slurmd`` died: ``srun``
 gives up on the step, nothing reaches the tasks on that node any more (they live on), ``sinfo``
 lists it down (or in the state the file holds, as ``drain`` or ``fail``) and ``scontrol`` says the
-job ended NODE_FAIL.
+job ended NODE_FAIL. A node drained by its administrator, ``drain-NODE``, is only listed ``drain``
+by ``sinfo``: it goes on running the jobs it has, and a job on it ends by itself.
 Run as ``python fake_srun.py TOOL ARGS...`` (the test puts a wrapper named TOOL on PATH).
 """
 
@@ -151,9 +152,10 @@ def sinfo(argv: list[str]) -> int:
         print(f"sinfo: error: this fake answers the harness's own questions only, not {argv}", file=sys.stderr)
         return 1
     if "%N %t" in argv:
+        drained = {p.name.removeprefix("drain-") for p in STATE.glob("drain-*")}
         for node in NODES:
             word = (STATE / f"down-{node}").read_text().strip() if node in down else ""
-            print(f"{node} {word or ('down*' if node in down else 'idle')}")
+            print(f"{node} {word or ('down*' if node in down else 'drain' if node in drained else 'idle')}")
     else:
         print(f"idle {len(NODES)}")
     return 0

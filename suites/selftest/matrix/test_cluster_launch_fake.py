@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -268,3 +269,189 @@ def test_a_launcher_cell_of_one_rank_runs_it_as_one_task(fake_cluster: Path, tmp
     (record,) = result.records("c").values()
     assert record.final.outcome == PASSED, record.final.message
     assert record.properties["rank-hosts"] == "0:fake1", record.properties
+
+
+def test_a_launched_rank_ends_as_its_exit_event_says_even_one_read_after_the_launcher_ended(
+        tmp_path: Path) -> None:
+    """A rank the launcher started is no child of the supervisor: it is running until its parent's
+    ``exit`` event is read, then ended with that event's code, which is read one last time when
+    the launcher ends first; only a rank with no event at all is taken for lost (SIGKILL)."""
+    import json
+    import subprocess
+
+    from harness.matrix.cluster_launch import LOST, ClusterLaunch
+    from harness.matrix.launchers import MPI
+    from harness.matrix.multiproc import RankSpec
+
+    def launch_of(index: int, seconds: float = 30) -> ClusterLaunch:
+        spec = RankSpec(index, [], dict(os.environ), tmp_path / f"rank{index}.events.jsonl", tmp_path / "s",
+                        tmp_path / f"rank{index}.log")
+        launch = ClusterLaunch([spec], MPI, ["sleep", str(seconds)], "job", tmp_path / "launcher.log",
+                               cwd=tmp_path, test_timeout=30)
+        launch.start_ranks()
+        return launch
+
+    def ended(launch: ClusterLaunch) -> None:
+        launch.process.kill()
+        launch.process.wait()
+
+    exit_event = json.dumps({"event": "exit", "returncode": 3, "time": 1.0}) + "\n"
+    running = launch_of(0)
+    rank = running.ranks[0]
+    assert rank.proc.poll() is None
+    began = time.monotonic()
+    with pytest.raises(subprocess.TimeoutExpired):
+        rank.proc.wait(timeout=0.2)
+    assert time.monotonic() - began >= 0.2  # waited its time before giving up
+    rank.spec.events.write_text(exit_event)
+    rank.reader.poll()  # as the supervisor reads every stream
+    assert rank.proc.poll() == 3 and rank.proc.wait(timeout=5) == 3  # the launcher still runs
+    ended(running)
+
+    late = launch_of(1)
+    late.ranks[0].spec.events.write_text(exit_event)  # landed, not yet read, when the launcher ended
+    ended(late)
+    assert late.ranks[0].proc.poll() == 3
+
+    lost = launch_of(2)
+    ended(lost)
+    assert lost.ranks[0].proc.poll() == LOST and lost.ranks[0].proc.wait(timeout=5) == LOST
+    # a rank lost before it said who it is: its record still says where it is not known
+    assert lost.describe_end(lost.ranks[0]).startswith("on an unknown host was lost: it ended without a word")
+    # waited for with no bound: until the launcher ends, as a process is
+    assert launch_of(3, seconds=0.3).ranks[0].proc.wait() == LOST
+
+
+def _rank_ended_at(tmp_path: Path, index: int, ended: float, env: dict[str, str]):  # -> RankState
+    import json
+    import subprocess
+
+    from harness.matrix.events import EventReader
+    from harness.matrix.multiproc import RankSpec, RankState
+
+    spec = RankSpec(index, [], env, tmp_path / f"rank{index}.events.jsonl", tmp_path / "s", tmp_path / "l")
+    spec.events.write_text(json.dumps({"event": "exit", "returncode": -15, "time": ended}) + "\n")
+    reader = EventReader(spec.events)
+    reader.poll()
+    state = RankState(spec, subprocess.Popen(["true"]), reader, 0, 0, 0.0, 0.0, returncode=-15)
+    state.identity.update(host=f"fake{index + 1}", job="4242", step="0")
+    return state
+
+
+def _job(state: Path, job_state: str) -> None:
+    import json
+
+    (state / "job-4242.json").write_text(json.dumps(
+        {"id": "4242", "name": "job", "nodes": "fake1,fake2", "state": job_state, "pids": []}))
+
+
+def test_a_node_drained_under_a_job_that_failed_by_itself_is_not_blamed(fake_cluster: Path,
+                                                                        tmp_path: Path) -> None:
+    """An administrator drains a node for maintenance: it runs its jobs on, and the scheduler
+    ends none of them. A rank that crashed on another node is the job's cause, not the rank that
+    happens to sit on the drained node."""
+    from harness.matrix.cluster_launch import ClusterLaunch
+    from harness.matrix.launchers import SLURM
+
+    first, second = _rank_ended_at(tmp_path, 0, 1.0, dict(os.environ)), _rank_ended_at(tmp_path, 1, 2.0,
+                                                                                          dict(os.environ))
+    _job(fake_cluster, "FAILED")
+    (fake_cluster / "drain-fake2").write_text("")
+    launch = ClusterLaunch([first.spec, second.spec], SLURM, ["true"], "job", tmp_path / "launcher.log",
+                           cwd=tmp_path, test_timeout=30)
+    launch.ranks = [first, second]
+    assert launch.scheduler_cause() == ""
+    assert launch.blame([first, second], 3.0) is first
+
+
+def test_a_one_rank_job_that_lost_its_node_blames_its_rank(fake_cluster: Path, tmp_path: Path) -> None:
+    """A launcher cell of one rank whose node fails: that rank, on the node the scheduler lists
+    down, is blamed, and the scheduler's word is its record's."""
+    from harness.matrix.cluster_launch import ClusterLaunch
+    from harness.matrix.launchers import SLURM
+
+    alone = _rank_ended_at(tmp_path, 0, 1.0, dict(os.environ))
+    _job(fake_cluster, "RUNNING")
+    (fake_cluster / "down-fake1").write_text("")
+    launch = ClusterLaunch([alone.spec], SLURM, ["true"], "job", tmp_path / "launcher.log", cwd=tmp_path,
+                           test_timeout=30)
+    launch.ranks = [alone]
+    assert launch.blame([alone], 3.0) is alone
+    assert launch.describe_end(alone).endswith("; the scheduler ended job 4242: NODE_FAIL (reason NodeDown, "
+                                               "nodes fake1,fake2)")
+
+
+def test_the_schedulers_word_that_comes_after_the_first_death_outranks_it(fake_cluster: Path,
+                                                                           tmp_path: Path) -> None:
+    """A node fails: srun ends the peers on the other nodes, whose ends the watchdog sees first,
+    and only then does the scheduler mark the job NODE_FAIL. The launch's culprit is the rank on
+    the lost node, not the peer that was seen dying first."""
+    import textwrap
+
+    from harness.matrix.cluster_launch import ClusterLaunch
+    from harness.matrix.launchers import SLURM
+    from harness.matrix.multiproc import RankSpec
+
+    specs = [RankSpec(i, [], dict(os.environ), tmp_path / f"rank{i}.events.jsonl", tmp_path / "s",
+                      tmp_path / f"rank{i}.log") for i in (0, 1)]
+    _job(fake_cluster, "RUNNING")
+    play = tmp_path / "node_fails.py"  # srun's part, in the order a node failure plays it
+    play.write_text(textwrap.dedent(f"""
+        import json, time
+        from pathlib import Path
+
+        def say(path, **event):
+            with open(path, "a") as fh:
+                fh.write(json.dumps(event) + "\\n")
+
+        for rank, host in ((0, "fake1"), (1, "fake2")):
+            say({str(specs[0].events)!r}.replace("rank0", f"rank{{rank}}"), event="rank", host=host,
+                job="4242", step="0", rank=rank)
+        time.sleep(0.5)
+        say({str(specs[1].events)!r}, event="exit", returncode=-15, host="fake2", time=time.time())
+        time.sleep(1.0)  # the watchdog has blamed rank 1 by now
+        Path({str(fake_cluster)!r}, "down-fake1").write_text("")
+        raise SystemExit(1)
+    """))
+    launch = ClusterLaunch(specs, SLURM, [sys.executable, str(play)], "job", tmp_path / "launcher.log",
+                           cwd=tmp_path, test_timeout=30)
+    result = launch.run()
+    assert result.culprit == 0, [s.identity.get("end") for s in result.ranks]
+    assert result.ranks[0].identity["end"].startswith("on fake1 (job 4242.0) was lost")
+
+
+def test_the_launcher_runs_in_the_cells_directory_with_no_input_and_every_word_in_its_log(
+        tmp_path: Path) -> None:
+    """What the launcher says (srun's allocation lines, mpirun's errors) is the only trace of a
+    step that never started: both its streams go to its own log, under a header naming the
+    command, in folders made for it; it runs in the cell's directory, and never reads the
+    terminal the harness was started from."""
+    from harness.matrix.cluster_launch import ClusterLaunch
+    from harness.matrix.launchers import MPI
+    from harness.matrix.multiproc import RankSpec
+
+    cell_dir = tmp_path / "cell"
+    cell_dir.mkdir()
+    log = tmp_path / "logs" / "cell" / "launcher.log"
+    spec = RankSpec(0, [], dict(os.environ), tmp_path / "rank0.events.jsonl", tmp_path / "s", tmp_path / "l")
+    launch = ClusterLaunch([spec], MPI, ["sh", "-c", "pwd; echo said; echo complained >&2; cat"], "job", log,
+                           cwd=cell_dir, test_timeout=30)
+    saved = os.dup(0)
+    typed, typing = os.pipe()
+    os.write(typing, b"typed at the terminal\n")
+    try:
+        os.dup2(typed, 0)  # the harness's own input: a terminal someone types into
+        launch.start_ranks()
+    finally:
+        os.dup2(saved, 0)
+        os.close(saved)
+        os.close(typed)
+        os.close(typing)  # the typing ends: a launcher that read the terminal has read it all
+    try:
+        assert launch.process.wait(timeout=30) == 0
+    finally:
+        launch.reap()
+    lines = log.read_text().splitlines()
+    assert lines[:5] == ["", "===== [xharness] mpi: sh -c pwd; echo said; echo complained >&2; cat",
+                         str(cell_dir), "said", "complained"], lines
+    assert "typed at the terminal" not in lines
