@@ -107,7 +107,7 @@ def scancel(argv: list[str]) -> int:
     for job in _jobs().values():
         if job["id"] in refs or job["name"] == name:
             _signal_tasks(job, sig or signal.SIGKILL)
-            if sig is None and job["state"] == "RUNNING":
+            if sig is None and job["state"] in ("RUNNING", "PENDING", "REQUEUED", "SUSPENDED"):
                 job["state"] = "CANCELLED"
                 _save(job)
     return 0

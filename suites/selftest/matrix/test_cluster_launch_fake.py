@@ -7,6 +7,8 @@ controller can do at will: a node that fails mid-test, and a harness inside an a
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -455,3 +457,104 @@ def test_the_launcher_runs_in_the_cells_directory_with_no_input_and_every_word_i
     assert lines[:5] == ["", "===== [xharness] mpi: sh -c pwd; echo said; echo complained >&2; cat",
                          str(cell_dir), "said", "complained"], lines
     assert "typed at the terminal" not in lines
+
+
+def _sleeper(child_pid: Path | None = None) -> subprocess.Popen[bytes]:
+    """A task or a launcher: a process group of its own, which dies of any signal it is sent, with
+    a child (whose pid it writes to ``child_pid``) that only a signal to the group reaches."""
+    return subprocess.Popen(["sh", "-c", 'sleep 30 & echo $! > "$0.tmp"; mv "$0.tmp" "$0"; wait',
+                             str(child_pid or "/dev/null")], start_new_session=True)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGUSR1, signal.SIGTERM, signal.SIGKILL])
+def test_a_signal_for_slurm_ranks_goes_to_their_step_and_only_a_kill_to_the_launcher_too(
+        fake_cluster: Path, tmp_path: Path, sig: int) -> None:
+    """Under SLURM the ranks are reached through the scheduler (``scancel --signal`` to their step,
+    asked of the job's own cluster), never by signalling srun, which would end the step instead of
+    passing a stack dump's SIGUSR1 on; a kill also ends srun's whole group."""
+    import json
+
+    from harness.matrix.cluster_launch import ClusterLaunch
+    from harness.matrix.launchers import SLURM
+
+    env = dict(os.environ)
+    (tmp_path / "another-cluster").mkdir()
+    os.environ["FAKE_SLURM_DIR"] = str(tmp_path / "another-cluster")  # restored by fake_cluster's monkeypatch
+    task, launcher = _sleeper(), _sleeper()
+    (fake_cluster / "job-4242.json").write_text(json.dumps(
+        {"id": "4242", "name": "job", "nodes": "fake1,fake2", "state": "RUNNING", "pids": [task.pid]}))
+    rank = _rank_ended_at(tmp_path, 0, 1.0, env)
+    launch = ClusterLaunch([rank.spec], SLURM, ["true"], "job", tmp_path / "launcher.log", cwd=tmp_path,
+                           test_timeout=30)
+    launch.ranks, launch.process = [rank], launcher
+    try:
+        launch.signal_ranks([], sig)
+        assert task.poll() is None and launcher.poll() is None  # no rank asked: nothing sent
+        launch.signal_ranks([rank], sig)
+        assert task.wait(timeout=10) == -sig
+        assert (fake_cluster / "scancel.args").read_text().splitlines() == [
+            f"--signal={signal.Signals(sig).name[3:]} 4242.0"]
+        if sig == signal.SIGKILL:
+            assert launcher.wait(timeout=10) == -sig
+        else:
+            time.sleep(0.2)
+            assert launcher.poll() is None
+    finally:
+        for proc in (task, launcher):
+            proc.kill()
+            proc.wait()
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL])
+def test_a_signal_for_mpi_ranks_goes_to_mpirun_and_a_kill_to_its_whole_group(tmp_path: Path, sig: int) -> None:
+    """``mpirun`` forwards SIGTERM and SIGUSR1 to its ranks, so they are sent to it alone; a kill
+    cannot be forwarded, so it reaches every process of mpirun's group."""
+    from harness.matrix.cluster_launch import ClusterLaunch
+    from harness.matrix.launchers import MPI
+
+    child_pid = tmp_path / "child.pid"
+    launcher = _sleeper(child_pid)
+    rank = _rank_ended_at(tmp_path, 0, 1.0, {})
+    launch = ClusterLaunch([rank.spec], MPI, ["true"], "job", tmp_path / "launcher.log", cwd=tmp_path,
+                           test_timeout=30)
+    launch.ranks, launch.process = [rank], launcher
+    deadline = time.monotonic() + 10
+    while not child_pid.exists():
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    child = int(child_pid.read_text())
+    try:
+        launch.signal_ranks([rank], sig)
+        assert launcher.wait(timeout=10) == -sig
+        if sig == signal.SIGKILL:
+            deadline = time.monotonic() + 10
+            while alive(child):
+                assert time.monotonic() < deadline, "mpirun's group outlived the kill"
+                time.sleep(0.02)
+        else:
+            assert alive(child)  # mpirun's to pass on
+    finally:
+        for pid in (launcher.pid, child):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        launcher.wait()
+
+
+def test_the_schedulers_word_is_read_before_the_sweep_cancels_the_job(fake_cluster: Path, tmp_path: Path) -> None:
+    """The scheduler requeued the job when its node went (its step's ranks lost with it); the
+    sweep's own cancel then makes it CANCELLED. The record keeps what the scheduler did, not what
+    the harness did after."""
+    from harness.matrix.cluster_launch import ClusterLaunch
+    from harness.matrix.launchers import SLURM
+
+    _job(fake_cluster, "REQUEUED")
+    rank = _rank_ended_at(tmp_path, 0, 1.0, dict(os.environ))
+    launch = ClusterLaunch([rank.spec], SLURM, ["true"], "job", tmp_path / "launcher.log", cwd=tmp_path,
+                           test_timeout=30)
+    launch.ranks, launch.process = [rank], subprocess.Popen(["true"], start_new_session=True)
+    launch.reap()
+    assert "--quiet --name=job" in (fake_cluster / "scancel.args").read_text().splitlines()
+    assert launch.scheduler_cause() == ("the scheduler ended job 4242: REQUEUED (reason None, "
+                                        "nodes fake1,fake2)")
