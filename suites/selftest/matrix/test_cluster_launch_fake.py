@@ -10,6 +10,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -558,3 +559,34 @@ def test_the_schedulers_word_is_read_before_the_sweep_cancels_the_job(fake_clust
     assert "--quiet --name=job" in (fake_cluster / "scancel.args").read_text().splitlines()
     assert launch.scheduler_cause() == ("the scheduler ended job 4242: REQUEUED (reason None, "
                                         "nodes fake1,fake2)")
+
+
+def test_the_sweep_cancels_the_job_on_its_own_cluster_and_waits_until_it_is_listed_no_more(
+        fake_cluster: Path, tmp_path: Path) -> None:
+    """The next launch must not meet this one's job: the sweep cancels it (by its unique name, on
+    the cluster the job was sent to) and returns only once the scheduler lists it no more, here
+    when its last task, on a node that no longer answers, ends by itself a second later."""
+    import json
+
+    from harness.matrix.cluster_launch import ClusterLaunch
+    from harness.matrix.launchers import SLURM
+
+    env = dict(os.environ)
+    (tmp_path / "another-cluster").mkdir()
+    os.environ["FAKE_SLURM_DIR"] = str(tmp_path / "another-cluster")  # restored by fake_cluster's monkeypatch
+    straggler = subprocess.Popen(["sleep", "1"], start_new_session=True)
+    threading.Thread(target=straggler.wait, daemon=True).start()  # reaped when it ends, as on its node
+    (fake_cluster / "job-4242.json").write_text(json.dumps(
+        {"id": "4242", "name": "job", "nodes": "fake1", "state": "RUNNING", "pids": [straggler.pid]}))
+    (fake_cluster / "down-fake1").write_text("")
+    rank = _rank_ended_at(tmp_path, 0, 1.0, env)
+    launch = ClusterLaunch([rank.spec], SLURM, ["true"], "job", tmp_path / "launcher.log", cwd=tmp_path,
+                           test_timeout=30)
+    launch.ranks, launch.process = [rank], subprocess.Popen(["true"], start_new_session=True)
+    try:
+        launch.reap()
+        assert "--quiet --name=job" in (fake_cluster / "scancel.args").read_text().splitlines()
+        assert straggler.poll() is not None  # the job was listed until its last task ended
+    finally:
+        straggler.kill()
+        straggler.wait()
