@@ -115,6 +115,9 @@ def scancel(argv: list[str]) -> int:
 
 def squeue(argv: list[str]) -> int:
     name = next((a.split("=", 1)[1] for a in argv if a.startswith("--name=")), None)
+    if argv != ["-h", f"--name={name}", "-o", "%i %T"]:
+        print(f"squeue: error: this fake answers the harness's own question only, not {argv}", file=sys.stderr)
+        return 1
     for job in _jobs().values():
         if (name is None or job["name"] == name) and any(_alive(pid) for pid in job["pids"]):
             print(f"{job['id']} RUNNING")
