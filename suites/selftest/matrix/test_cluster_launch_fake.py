@@ -590,3 +590,30 @@ def test_the_sweep_cancels_the_job_on_its_own_cluster_and_waits_until_it_is_list
     finally:
         straggler.kill()
         straggler.wait()
+
+
+def test_the_sweep_kills_the_ranks_left_on_this_machine_and_no_process_of_another(tmp_path: Path) -> None:
+    """mpirun killed leaves its ranks on this machine running: the sweep kills their groups. A
+    rank that said another machine's name is that machine's: its pid means nothing here, and
+    whatever process holds that number on this machine is left alone."""
+    import socket
+
+    from harness.matrix.cluster_launch import ClusterLaunch
+    from harness.matrix.launchers import MPI
+
+    elsewhere, here = _sleeper(), _sleeper()
+    ranks = [_rank_ended_at(tmp_path, i, 1.0, {}) for i in range(3)]
+    ranks[0].identity.update(pid=elsewhere.pid, machine="another-machine")
+    ranks[1].identity.update(pid="unknown", machine=socket.gethostname())
+    ranks[2].identity.update(pid=here.pid, machine=socket.gethostname())
+    launch = ClusterLaunch([r.spec for r in ranks], MPI, ["true"], "job", tmp_path / "launcher.log", cwd=tmp_path,
+                           test_timeout=30)
+    launch.ranks, launch.process = ranks, subprocess.Popen(["true"], start_new_session=True)
+    try:
+        launch.reap()
+        assert here.wait(timeout=10) == -signal.SIGKILL
+        assert elsewhere.poll() is None
+    finally:
+        for proc in (elsewhere, here):
+            proc.kill()
+            proc.wait()
