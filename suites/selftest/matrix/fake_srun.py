@@ -137,6 +137,10 @@ def _down() -> set[str]:
 
 
 def scontrol(argv: list[str]) -> int:
+    (STATE / "scontrol.args").open("a").write(" ".join(argv) + "\n")
+    if argv[:3] != ["show", "job", "-o"] or len(argv) != 4:
+        print(f"scontrol: error: this fake answers the harness's own question only, not {argv}", file=sys.stderr)
+        return 1
     job = _jobs().get(f"job-{argv[-1]}")
     if job is None:
         print("slurm_load_jobs error: Invalid job id specified", file=sys.stderr)

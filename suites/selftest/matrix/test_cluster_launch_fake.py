@@ -255,6 +255,26 @@ def test_before_any_rank_says_its_job_the_job_is_read_from_what_srun_printed(tmp
     launch = ClusterLaunch([], SLURM, ["true"], "job", tmp_path / "launcher.log", cwd=tmp_path, test_timeout=30)
     (tmp_path / "launcher.log").write_text(log)
     assert launch.job_id() == job and launch.step_ref() == job
+    # a rank's stray bytes in the same log (a native library's output is not always UTF-8)
+    (tmp_path / "launcher.log").write_bytes(b"\xff\xfe garbled \x80\n" + log.encode())
+    assert launch.job_id() == job
+
+
+def test_with_no_job_known_the_scheduler_is_not_asked(fake_cluster: Path, tmp_path: Path) -> None:
+    """Before srun said its job and before any rank said it, there is nothing to ask the
+    controller about: asking it of no job would only risk another job's answer."""
+    from harness.matrix.cluster_launch import ClusterLaunch
+    from harness.matrix.launchers import SLURM
+
+    _job(fake_cluster, "NODE_FAIL")
+    (tmp_path / "launcher.log").write_text("srun: error: Unable to allocate resources\n")
+    rank = _rank_ended_at(tmp_path, 0, 1.0, dict(os.environ))
+    rank.identity.clear()
+    launch = ClusterLaunch([rank.spec], SLURM, ["true"], "job", tmp_path / "launcher.log", cwd=tmp_path,
+                           test_timeout=30)
+    launch.ranks = [rank]
+    assert launch.scheduler_cause() == ""
+    assert not (fake_cluster / "scontrol.args").exists()
 
 
 def test_a_launcher_cell_of_one_rank_runs_it_as_one_task(fake_cluster: Path, tmp_path: Path) -> None:
