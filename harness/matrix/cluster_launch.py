@@ -41,6 +41,8 @@ from harness.matrix.multiproc import (
 
 LOST = -signal.SIGKILL  # the exit status of a rank that ended without a word
 CANCEL_WAIT = 30.0  # seconds the sweep waits for the scheduler to forget the job
+#: seconds a scheduler command may take: a controller that does not answer is not waited for
+SCHEDULER_ASK_TIMEOUT = 15.0
 _JOB_LINE = re.compile(r"srun: job (\d+) (?:queued|has been allocated)")
 
 
@@ -109,7 +111,9 @@ class ClusterLaunch(Launch):
         now = time.monotonic()
         for index, spec in enumerate(self.specs):
             proc: Any = _LaunchedRank(self, index)
-            self.ranks.append(RankState(spec, proc, EventReader(spec.events), 0, file_size(spec.log), now, now))
+            # a rank's stack file is appended to by every launch of the cell: only this one's is read
+            self.ranks.append(RankState(spec, proc, EventReader(spec.events), file_size(spec.stack),
+                                        file_size(spec.log), now, now))
 
     # -- who, where, and why it ended -------------------------------------------------------------
     def job_id(self) -> str:
@@ -286,6 +290,6 @@ def _launcher_end(code: int | None) -> str:
 def _quiet(cmd: list[str], env: dict[str, str]) -> str | None:
     """Run a scheduler command, bounded; its output, or None when it could not be asked."""
     try:
-        return subprocess.run(cmd, capture_output=True, text=True, timeout=15, env=env).stdout
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=SCHEDULER_ASK_TIMEOUT, env=env).stdout
     except (OSError, subprocess.TimeoutExpired):
         return None

@@ -534,11 +534,11 @@ def test_a_signal_for_mpi_ranks_goes_to_mpirun_and_a_kill_to_its_whole_group(tmp
     from harness.matrix.launchers import MPI
 
     child_pid = tmp_path / "child.pid"
-    launcher = _sleeper(child_pid)
-    rank = _rank_ended_at(tmp_path, 0, 1.0, {})
-    launch = ClusterLaunch([rank.spec], MPI, ["true"], "job", tmp_path / "launcher.log", cwd=tmp_path,
-                           test_timeout=30)
-    launch.ranks, launch.process = [rank], launcher
+    spec = _rank_ended_at(tmp_path, 0, 1.0, {}).spec
+    launch = ClusterLaunch([spec], MPI, _sleeper(child_pid).args, "job", tmp_path / "launcher.log",
+                           cwd=tmp_path, test_timeout=30)
+    launch.start_ranks()  # mpirun started as the harness starts it: a group of its own
+    launcher, rank = launch.process, launch.ranks[0]
     deadline = time.monotonic() + 10
     while not child_pid.exists():
         assert time.monotonic() < deadline
@@ -637,3 +637,70 @@ def test_the_sweep_kills_the_ranks_left_on_this_machine_and_no_process_of_anothe
         for proc in (elsewhere, here):
             proc.kill()
             proc.wait()
+
+
+def test_a_crash_after_a_timed_out_launch_is_judged_by_its_own_stacks(fake_cluster: Path, tmp_path: Path) -> None:
+    """Every launch of a cell appends to its ranks' stack files. After a test that timed out
+    (its stacks begin "Timeout ("), the cell is launched again for the rest; a rank of that
+    launch that then exits with code 1 crashed: it is not taken for a second timeout because of
+    the first launch's dump."""
+    write_suite(tmp_path, {"tests/test_after.py": '''
+        import os, time
+
+        import jax
+
+        def test_a_hangs():
+            time.sleep(60)
+
+        def test_b_exits():
+            if jax.process_index() == 1:
+                os._exit(1)
+            time.sleep(60)
+    '''})
+    write_matrix(tmp_path, CELL.replace("test_ranks.py", "test_after.py").replace("timeout = 30", "timeout = 3"))
+    result = run_matrix(tmp_path, timeout=240)
+    assert result.returncode == 1, result.stdout + result.stderr
+    records = _by_name(result)
+    hung, exited = records["test_a_hangs"].final, records["test_b_exits"].final
+    assert "ran past its 3s time limit" in hung.message, hung.message
+    assert (exited.outcome, exited.kind) == (ERROR, KIND_RANK), exited
+    assert "rank 1 on fake2" in exited.message and "exited with code 1" in exited.message, exited.message
+    assert "time limit" not in exited.message, exited.message
+
+
+def test_a_controller_that_does_not_answer_is_not_waited_for(fake_cluster: Path, tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """A scheduler command is bounded: a controller that hangs leaves the record without the
+    scheduler's word, never the sweep stuck."""
+    from harness.matrix import cluster_launch
+    from harness.matrix.launchers import SLURM
+
+    monkeypatch.setattr(cluster_launch, "SCHEDULER_ASK_TIMEOUT", 0.5)
+    _job(fake_cluster, "TIMEOUT")
+    (fake_cluster / "silent-controller").write_text("")
+    rank = _rank_ended_at(tmp_path, 0, 1.0, dict(os.environ))
+    launch = cluster_launch.ClusterLaunch([rank.spec], SLURM, ["true"], "job", tmp_path / "launcher.log",
+                                          cwd=tmp_path, test_timeout=30)
+    launch.ranks = [rank]
+    began = time.monotonic()
+    assert launch.scheduler_cause() == ""
+    assert time.monotonic() - began < 30  # not scontrol's 60 s
+    (fake_cluster / "silent-controller").unlink()
+    assert launch.scheduler_cause().startswith("the scheduler ended job 4242: TIMEOUT")
+
+
+@pytest.mark.parametrize("command", [["salloc", "-N2", "mpirun", "true"], ["mpirun", "-np", "2", "true"]])
+def test_mpirun_in_an_allocation_of_its_own_has_it_cancelled_and_alone_nothing(
+        fake_cluster: Path, tmp_path: Path, command: list[str]) -> None:
+    """An mpirun cell sent to the cluster runs under ``salloc``: its job is the launch's, and the
+    sweep cancels it by its name. A plain mpirun has no job to cancel."""
+    from harness.matrix.cluster_launch import ClusterLaunch
+    from harness.matrix.launchers import MPI
+
+    rank = _rank_ended_at(tmp_path, 0, 1.0, dict(os.environ))
+    launch = ClusterLaunch([rank.spec], MPI, command, "xharness-c-1", tmp_path / "launcher.log", cwd=tmp_path,
+                           test_timeout=30)
+    launch.ranks, launch.process = [rank], subprocess.Popen(["true"], start_new_session=True)
+    launch.reap()
+    asked = (fake_cluster / "scancel.args").read_text().splitlines() if (fake_cluster / "scancel.args").exists() else []
+    assert asked == (["--quiet --name=xharness-c-1"] if command[0] == "salloc" else [])
