@@ -180,6 +180,7 @@ def test_jobs_still_waiting_at_the_deadline_are_cancelled_and_named(slurm: FakeS
     run.start(Cell("c"))  # running by the deadline: it is left to finish
     run.wait_for("c: job 43 running on xh-node1")
     run.wait_for("run: the run's deadline (3 s) passed: cancelling the job(s) still waiting: ")
+    assert time.monotonic() - run.executor.started >= 3.0, run.said()  # not before it passed
     run.wait_for(lambda: len(slurm.asked("scancel")) >= 1)
     said = run.said()
     named = said.split("cancelling the job(s) still waiting: ", 1)[1].splitlines()[0]
