@@ -435,10 +435,53 @@ def command_run(args: argparse.Namespace) -> int:
         if again:
             print(f"ci/mutation.py: judging {len(again)} survivors of earlier runs again")
             done = subprocess.run([*cmd, *again], cwd=chosen.workdir, env=env)
+    if chosen.children:
+        sweep(f"{HITS_VARIABLE}={env[HITS_VARIABLE]}", chosen.shares_cluster)
     if done.returncode != 0:
         print(f"ci/mutation.py: mutmut run failed (exit {done.returncode})", file=sys.stderr)
         return EXIT_MUTMUT
     return command_score(args)
+
+
+def leftovers(marker: str) -> list[int]:
+    """The processes a run's tests left behind: those whose environment holds ``marker`` (the
+    profile's hits variable, which every process a test starts inherits). mutmut kills a mutant's
+    test process when it times out, and what that test started (an ``salloc``, a rank) lives on."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            environ = (entry / "environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if marker.encode() in environ:
+            found.append(int(entry.name))
+    return sorted(found)
+
+
+def sweep(marker: str, shares_cluster: bool) -> None:
+    """Kill what the run's tests left, so that it holds no node of the cluster for the next run
+    (a job left holding one makes the next mutants' cluster tests time out, which mutmut counts as
+    kills); on the project's own cluster, also cancel the harness's jobs still queued."""
+    for pid in leftovers(marker):
+        try:
+            command = (Path("/proc") / str(pid) / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            os.kill(pid, 9)
+            print(f"ci/mutation.py: killed process {pid} the tests left: {command.strip()[:200]}")
+        except OSError:
+            pass
+    if not shares_cluster or not shutil.which("squeue"):
+        return
+    try:
+        listed = subprocess.run(["squeue", "-h", "-o", "%i %j"], capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return
+    jobs = [job for job, _, name in (line.partition(" ") for line in listed.splitlines())
+            if name.startswith(("xharness-", "xh-"))]
+    if jobs:
+        print(f"ci/mutation.py: cancelling job(s) the tests left queued: {' '.join(jobs)}")
+        subprocess.run(["scancel", *jobs], check=False, timeout=30)
 
 
 def reached(chosen: Profile) -> set[str]:

@@ -142,3 +142,23 @@ def _environment() -> dict[str, str]:
     import os
 
     return {key: value for key, value in os.environ.items() if not key.startswith("PYTEST")}
+
+
+def test_what_a_runs_tests_left_behind_is_found_by_its_mark_and_killed(tmp_path: Path) -> None:
+    """A mutant's test killed on its timeout leaves what it started (an salloc, a rank): the run
+    finds those processes by the variable every child of its tests inherits, and kills them;
+    another process is left alone."""
+    import os
+
+    mutation = _module()
+    marker = f"XHARNESS_MUTATION_HITS={tmp_path}/hits"
+    left = subprocess.Popen(["sleep", "30"], env={**os.environ, "XHARNESS_MUTATION_HITS": f"{tmp_path}/hits"})
+    other = subprocess.Popen(["sleep", "30"], env={**os.environ, "XHARNESS_MUTATION_HITS": f"{tmp_path}/hits-of-another-run"})
+    try:
+        assert mutation.leftovers(marker) == [left.pid]
+        mutation.sweep(marker, shares_cluster=False)
+        assert left.wait(timeout=10) == -9 and other.poll() is None
+    finally:
+        for proc in (left, other):
+            proc.kill()
+            proc.wait()
