@@ -30,9 +30,11 @@ class FakeSlurm:
             script.chmod(0o755)
 
     def says(self, tool: str, out: str = "", rc: int = 0, err: str = "") -> None:
-        (self.root / f"{tool}.out").write_text(out)
-        (self.root / f"{tool}.rc").write_text(str(rc))
-        (self.root / f"{tool}.err").write_text(err)
+        # each file replaced whole: a poll that reads it mid-write would see the job gone
+        for suffix, text in (("out", out), ("rc", str(rc)), ("err", err)):
+            written = self.root / f"{tool}.{suffix}.new"
+            written.write_text(text)
+            written.replace(self.root / f"{tool}.{suffix}")
 
     def asked(self, tool: str) -> list[str]:
         path = self.root / f"{tool}.args"

@@ -4,6 +4,7 @@ The same paths against a real cluster are ``suites/cluster/test_slurm_executor.p
 
 from __future__ import annotations
 
+import os
 import textwrap
 from pathlib import Path
 
@@ -151,7 +152,12 @@ def test_no_cluster_and_a_misplaced_deadline_are_clear_errors(tmp_path: Path) ->
         paths = ["tests"]
     """))
     conf = tmp_path / "no-such-slurm.conf"
-    done = xharness("run", "--matrix", "matrix.toml", "--on", "slurm", cwd=tmp_path, env={"SLURM_CONF": str(conf)})
+    # SLURM's client installed, as the real one waits: retrying for a minute on a missing slurm.conf
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "sinfo").write_text("#!/bin/sh\nsleep 60\n")
+    (tmp_path / "bin" / "sinfo").chmod(0o755)
+    done = xharness("run", "--matrix", "matrix.toml", "--on", "slurm", cwd=tmp_path, timeout=50,
+                    env={"SLURM_CONF": str(conf), "PATH": f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}"})
     assert done.returncode == EXIT_NO_CLUSTER, done.stderr
     assert "--on slurm: no SLURM cluster answers" in done.stderr and "ci/cluster.sh start" in done.stderr
     assert f"SLURM_CONF={conf} names no file" in done.stderr  # at once, not after sinfo's minute of retries
