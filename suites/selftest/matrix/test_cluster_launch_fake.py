@@ -527,7 +527,8 @@ def test_a_signal_for_slurm_ranks_goes_to_their_step_and_only_a_kill_to_the_laun
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL])
-def test_mpirun_started_in_a_group_of_its_own_is_sent_the_signals_and_a_kill_ends_its_group(tmp_path: Path, sig: int) -> None:
+def test_mpirun_started_in_a_group_of_its_own_is_sent_the_signals_and_a_kill_ends_its_group(
+        tmp_path: Path, sig: int) -> None:
     """``mpirun`` forwards SIGTERM and SIGUSR1 to its ranks, so they are sent to it alone; a kill
     cannot be forwarded, so it reaches every process of mpirun's group."""
     from harness.matrix.cluster_launch import ClusterLaunch
