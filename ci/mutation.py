@@ -602,6 +602,8 @@ def command_survivors(args: argparse.Namespace) -> int:
 
 def command_equivalent(args: argparse.Namespace) -> int:
     chosen = profile(args.profile)
+    if args.name in equivalents():  # a second entry would make the file unreadable (TOML)
+        raise UsageError(f"{args.name} is already listed in {EQUIVALENTS.name}: edit its entry there")
     text = mutant_source(chosen.workdir, args.name)
     if text is None:
         raise UsageError(f"no mutant {args.name!r} in {chosen.workdir / 'mutants'}")

@@ -162,3 +162,15 @@ def test_what_a_runs_tests_left_behind_is_found_by_its_mark_and_killed(tmp_path:
         for proc in (left, other):
             proc.kill()
             proc.wait()
+
+
+def test_a_mutant_listed_as_equivalent_cannot_be_listed_twice(tmp_path: Path) -> None:
+    """Two entries of one mutant make the file unreadable (TOML forbids a table twice), and every
+    later score fails on it: the second listing is refused, and the file is left as it was."""
+    listed = next(iter(_module().equivalents()))
+    before = (ROOT / "ci" / "mutation_equivalents.toml").read_bytes()
+    done = subprocess.run([sys.executable, str(SCRIPT), "equivalent", listed, "--why", "again"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=60,
+                          env={**_environment(), "XHARNESS_MUTATION_DIR": str(tmp_path)})
+    assert done.returncode == 2 and f"{listed} is already listed" in done.stderr, done.stderr
+    assert (ROOT / "ci" / "mutation_equivalents.toml").read_bytes() == before
