@@ -450,3 +450,32 @@ def test_a_run_that_dies_while_following_its_jobs_still_exits(slurm: FakeSlurm, 
     )
     done = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, timeout=60)
     assert done.returncode == 1 and "the run failed while job 41 ran" in done.stderr, done.stdout + done.stderr
+
+
+def test_a_unit_sbatch_refuses_is_one_error_record_with_sbatchs_own_words(slurm: FakeSlurm, run: Run,
+                                                                         tmp_path: Path) -> None:
+    """A partition that does not exist, a QOS the account may not use: sbatch refuses the unit.
+    Its cell gets one error record of its own, in sbatch's words, with the command that submits
+    it by hand, and no job to follow."""
+    from harness.executors.job_result import JOB_ID
+    from harness.report import properties as prop
+    from harness.report.records import KIND_EXIT
+
+    (slurm.root / "sbatch").write_text(
+        "#!/bin/sh\necho 'sbatch: error: Batch job submission failed: Invalid partition name specified' >&2\n"
+        "exit 1\n")
+    began = time.monotonic()
+    run.start(Cell("c", devices=2))
+    run.finish()
+    took = time.monotonic() - began
+    batch = tmp_path / "out" / "jobs" / "xh-c" / "job.sh"
+    result = run.results["c"]
+    (record,) = result.records
+    assert (record.nodeid, record.cell) == (JOB_ID, "c")
+    assert (record.final.outcome, record.final.kind, record.final.stderr) == (ERROR, KIND_EXIT, "")
+    assert record.final.message == (f"cell c: the job could not be submitted: sbatch --parsable {batch}: "
+                                    "sbatch: error: Batch job submission failed: Invalid partition name specified")
+    assert record.properties[prop.REPRO] == f"sbatch {batch}" and batch.is_file()
+    assert record.properties[prop.DEVICES] == "2" and prop.EXECUTOR_JOB not in record.properties
+    assert result.cell.name == "c" and 0 < result.wall <= took
+    assert run.not_installed["c"] is False and run.executor.stats()["jobs"] == 0
