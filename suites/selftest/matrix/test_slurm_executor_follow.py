@@ -479,3 +479,48 @@ def test_a_unit_sbatch_refuses_is_one_error_record_with_sbatchs_own_words(slurm:
     assert record.properties[prop.DEVICES] == "2" and prop.EXECUTOR_JOB not in record.properties
     assert result.cell.name == "c" and 0 < result.wall <= took
     assert run.not_installed["c"] is False and run.executor.stats()["jobs"] == 0
+
+
+@pytest.mark.parametrize("shard", ["", "p2"])
+def test_a_job_that_died_keeps_the_tests_its_own_unit_finished(slurm: FakeSlurm, tmp_path: Path,
+                                                                shard: str) -> None:
+    """A node failed under a unit's job before it wrote its result: the tests its events show
+    finished are kept, read from that unit's own logs (a part's are beside its cell's, never
+    mixed), then the job's end, with the command that resubmits it and the unit's time."""
+    import json
+
+    from harness.executors.job_result import JOB_ID
+    from harness.executors.slurm_script import job_name
+    from harness.report import properties as prop
+
+    run = Run(tmp_path)
+    own = run.out / "logs" / "c" / shard if shard else run.out / "logs" / "c"
+    other = run.out / "logs" / "c" if shard else run.out / "logs" / "c" / "p1"
+
+    def finished(where: Path, name: str) -> None:
+        where.mkdir(parents=True, exist_ok=True)
+        events = [{"event": "start", "nodeid": f"t.py::{name}"},
+                  {"event": "report", "nodeid": f"t.py::{name}", "when": "call", "outcome": "passed", "duration": 0.5},
+                  {"event": "finish", "nodeid": f"t.py::{name}"}]
+        (where / "launch1.rank0.events.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events))
+
+    finished(own, "test_mine")
+    finished(other, "test_the_other_units")
+    slurm.says("squeue", "41|NODE_FAIL|xh-node2|None\n")
+    slurm.says("scontrol", "JobId=41 JobName=xh-c JobState=NODE_FAIL Reason=None Restarts=0 ExitCode=0:0 "
+                           "NodeList=xh-node2\n")
+    label = f"c-{shard}" if shard else "c"
+    results: list[tuple[CellResult, bool]] = []
+    began = time.monotonic()
+    thread = threading.Thread(target=lambda: results.append(run.executor.run_job(
+        JobSpec(Cell("c"), run.settings, shard, label), CellProgress(run.progress, label))), daemon=True)
+    thread.start()
+    thread.join(timeout=60)
+    took = time.monotonic() - began
+    run.executor.close()
+    (result, _), = results
+    assert [r.nodeid for r in result.records] == ["t.py::test_mine", JOB_ID], run.said()
+    job = result.records[-1]
+    assert "node failure: xh-node2" in job.final.message, job.final.message
+    assert job.properties[prop.REPRO] == f"sbatch {run.out / 'jobs' / job_name(label) / 'job.sh'}"
+    assert 0 < result.wall <= took
