@@ -480,11 +480,15 @@ def test_the_launcher_runs_in_the_cells_directory_with_no_input_and_every_word_i
     assert "typed at the terminal" not in lines
 
 
-def _sleeper(child_pid: Path | None = None) -> subprocess.Popen[bytes]:
-    """A task or a launcher: a process group of its own, which dies of any signal it is sent, with
-    a child (whose pid it writes to ``child_pid``) that only a signal to the group reaches."""
-    return subprocess.Popen(["sh", "-c", 'sleep 30 & echo $! > "$0.tmp"; mv "$0.tmp" "$0"; wait',
-                             str(child_pid or "/dev/null")], start_new_session=True)
+def _sleeper_argv(child_pid: Path) -> list[str]:
+    """A task or a launcher: dies of any signal it is sent, with a child (whose pid it writes to
+    ``child_pid``, a file of the test's own) that only a signal to its group reaches."""
+    return ["sh", "-c", 'sleep 30 & echo $! > "$0.tmp"; mv "$0.tmp" "$0"; wait', str(child_pid)]
+
+
+def _sleeper(child_pid: Path) -> subprocess.Popen[bytes]:
+    """``_sleeper_argv`` started in a process group of its own."""
+    return subprocess.Popen(_sleeper_argv(child_pid), start_new_session=True)
 
 
 @pytest.mark.parametrize("sig", [signal.SIGUSR1, signal.SIGTERM, signal.SIGKILL])
@@ -501,7 +505,7 @@ def test_a_signal_for_slurm_ranks_goes_to_their_step_and_only_a_kill_to_the_laun
     env = dict(os.environ)
     (tmp_path / "another-cluster").mkdir()
     os.environ["FAKE_SLURM_DIR"] = str(tmp_path / "another-cluster")  # restored by fake_cluster's monkeypatch
-    task, launcher = _sleeper(), _sleeper()
+    task, launcher = _sleeper(tmp_path / "task.pid"), _sleeper(tmp_path / "launcher.pid")
     (fake_cluster / "job-4242.json").write_text(json.dumps(
         {"id": "4242", "name": "job", "nodes": "fake1,fake2", "state": "RUNNING", "pids": [task.pid]}))
     rank = _rank_ended_at(tmp_path, 0, 1.0, env)
@@ -536,7 +540,7 @@ def test_mpirun_started_in_a_group_of_its_own_is_sent_the_signals_and_a_kill_end
 
     child_pid = tmp_path / "child.pid"
     spec = _rank_ended_at(tmp_path, 0, 1.0, {}).spec
-    launch = ClusterLaunch([spec], MPI, _sleeper(child_pid).args, "job", tmp_path / "launcher.log",
+    launch = ClusterLaunch([spec], MPI, _sleeper_argv(child_pid), "job", tmp_path / "launcher.log",
                            cwd=tmp_path, test_timeout=30)
     launch.start_ranks()  # mpirun started as the harness starts it: a group of its own
     launcher, rank = launch.process, launch.ranks[0]
@@ -622,7 +626,7 @@ def test_the_sweep_kills_the_ranks_left_on_this_machine_and_no_process_of_anothe
     from harness.matrix.cluster_launch import ClusterLaunch
     from harness.matrix.launchers import MPI
 
-    elsewhere, here = _sleeper(), _sleeper()
+    elsewhere, here = _sleeper(tmp_path / "elsewhere.pid"), _sleeper(tmp_path / "here.pid")
     ranks = [_rank_ended_at(tmp_path, i, 1.0, {}) for i in range(3)]
     ranks[0].identity.update(pid=elsewhere.pid, machine="another-machine")
     ranks[1].identity.update(pid="unknown", machine=socket.gethostname())

@@ -146,3 +146,42 @@ def test_a_release_the_node_cannot_install_is_an_error_record_and_says_so_to_the
     assert not_installed
     [record] = result.records
     assert record.final.outcome == ERROR and f"no such wheel file or directory: {wheel}" in record.final.message
+
+
+def test_an_attempts_result_reads_back_as_it_was_written(tmp_path: Path) -> None:
+    """What a job's attempt writes is what the run reads: a unit stopped by SIGTERM inside its
+    job reads as interrupted, and a split cell's parts' overhead is kept."""
+    from harness.executors.slurm_job import write_result
+    from harness.matrix.config import Cell
+    from harness.matrix.supervisor import CellResult
+
+    cell = Cell("c")
+    written = CellResult(cell, [], 12.5, 2, "", True, 3.25)
+    write_result(attempt_dir(tmp_path, 0), written, False)
+    read = read_result(attempt_dir(tmp_path, 0), cell)
+    assert read is not None
+    result, not_installed, _ = read
+    assert (result.wall, result.launches, result.skipped, result.interrupted, result.parts_overhead) == (
+        12.5, 2, "", True, 3.25)
+    assert result.interrupted is True and not not_installed
+
+
+def test_a_runs_unit_is_written_without_its_interrupt_flag(tmp_path: Path) -> None:
+    """A run's settings hold the event its Ctrl-C sets, which no pickle can carry to a node: the
+    unit is written without it, and the job makes its own."""
+    import pickle
+    import threading
+
+    from harness.matrix.config import Cell
+
+    settings = RunSettings(matrix=load_matrix_of(tmp_path), out_dir=tmp_path / "out", cancel=threading.Event())
+    path = write_spec(JobSpec(Cell("c"), settings, "", "c"), tmp_path)
+    with open(path, "rb") as handle:
+        unit = pickle.load(handle)
+    assert unit.settings.cancel is None and unit.settings.out_dir == tmp_path / "out"
+    assert settings.cancel is not None  # the run's own is left as it was
+
+
+def load_matrix_of(tmp_path: Path):  # -> Matrix
+    write_matrix(tmp_path, '[cells.c]\nbackend = "cpu"\n')
+    return load_matrix(tmp_path / "matrix.toml")
