@@ -524,3 +524,43 @@ def test_a_job_that_died_keeps_the_tests_its_own_unit_finished(slurm: FakeSlurm,
     assert "node failure: xh-node2" in job.final.message, job.final.message
     assert job.properties[prop.REPRO] == f"sbatch {run.out / 'jobs' / job_name(label) / 'job.sh'}"
     assert 0 < result.wall <= took
+
+
+def test_a_gpu_cell_with_no_partition_of_its_own_is_judged_by_the_runs_partition(slurm: FakeSlurm,
+                                                                                 tmp_path: Path) -> None:
+    """The run's default partition is the one a cell without its own is sent to, so it is the
+    one asked for GPUs, and the one the skip names; a controller that cannot say sends the cell
+    on, for sbatch to judge."""
+    from harness.executors.slurm_script import JobDefaults
+
+    run = Run(tmp_path)
+    executor = SlurmExecutor(SlurmOptions(defaults=JobDefaults(partition="gpu"), poll=POLL), run.out, run.progress)
+    slurm.says("sinfo", "gpu:1\n")
+    why = executor.cannot_serve(Cell("g", backend="gpu", devices=2))
+    assert why == ("it asks for --gres=gpu:2 per node, and no node of partition gpu has that many: sinfo "
+                   "reports generic resources gpu:1"), why
+    assert slurm.asked("sinfo") == ["--noheader --format=%G --partition=gpu"]
+    slurm.says("sinfo", rc=1, err="sinfo: error: Unable to contact slurm controller\n")
+    other = SlurmExecutor(SlurmOptions(defaults=JobDefaults(partition="gpu"), poll=POLL), run.out, run.progress)
+    assert other.cannot_serve(Cell("g", backend="gpu", devices=2)) == ""
+
+
+def test_a_jobs_script_runs_the_unit_beside_it_with_this_interpreter(slurm: FakeSlurm, run: Run,
+                                                                      tmp_path: Path) -> None:
+    """The batch script's one command is the job line (``python -m harness.executors.slurm_job``)
+    with this run's interpreter and the unit written beside the script: what a user resubmits by
+    hand runs the same unit."""
+    import shlex
+    import subprocess
+    import sys
+
+    slurm.says("squeue", "41|COMPLETED|xh-node1|None\n")
+    run.start(Cell("c"))
+    run.finish()
+    unit_dir = tmp_path / "out" / "jobs" / "xh-c"
+    command = (unit_dir / "job.sh").read_text().splitlines()[-1]
+    assert command == "exec " + shlex.join([sys.executable, "-m", "harness.executors.slurm_job",
+                                            str(unit_dir / "unit.pickle")]), command
+    assert (unit_dir / "unit.pickle").is_file()
+    done = subprocess.run(shlex.split(command)[1:-1], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and "usage: python -m harness.executors.slurm_job SPEC" in done.stderr
