@@ -129,6 +129,8 @@ def test_a_job_is_told_from_the_queue_to_its_end_and_its_files_are_under_jobs(sl
 
     said = run.said()
     assert "c: job 41 failed on xh-node2 (NonZeroExitCode)" in said, said
+    # a job is pending from its submission: the first look that finds it waiting is no change
+    assert "c: job 41 pending (Priority)" not in said, said
     for change in ("c: job 41 submitted", "c: job 41 running on xh-node1", "c: job 41 running on xh-node2",
                    "c: job 41 pending (BeginTime)", "c: job 41 failed"):
         assert said.count(change) == 1, f"{change!r} is said once, when it happens:\n{said}"
