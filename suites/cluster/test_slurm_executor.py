@@ -14,6 +14,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -202,10 +203,21 @@ def test_a_requeued_job_is_read_from_its_last_attempt_only(tmp_path: Path, slurm
     job = _wait_for("the job to run", lambda: (_jobs_named("xh-c").get("xh-c", "").split() + [""])[:2]
                     if _jobs_named("xh-c").get("xh-c", "").endswith("RUNNING") else None)[0]
     _wait_for("the slow test", lambda: list((tmp_path / "pids").glob("*.waiting")))
+    said: list[str] = []  # the run's words as it says them, and what it prints
+    printed: list[str] = []
+    readers = [threading.Thread(target=lambda: said.extend(iter(proc.stderr.readline, "")), daemon=True),
+               threading.Thread(target=lambda: printed.extend(iter(proc.stdout.readline, "")), daemon=True)]
+    for reader in readers:
+        reader.start()
     _slurm("scontrol", "requeue", job)
-    _wait_for("the job back in the queue", lambda: _jobs_named("xh-c").get("xh-c", "").endswith("PENDING"))
+    # the job is let go only once the run has seen it waiting again: a requeue that starts again
+    # within one of its polls is not seen as one (its records still come from the last attempt)
+    _wait_for("the run to see the job back in the queue", lambda: any("back in the queue" in line for line in said))
     _slurm("scontrol", "update", f"JobId={job}", "StartTime=now")  # requeued jobs wait two minutes first
-    result = _finish(proc, tmp_path, started)
+    proc.wait(timeout=300)
+    for reader in readers:
+        reader.join(timeout=10)
+    result = RunResult(proc.returncode, "".join(printed), "".join(said), time.monotonic() - started, tmp_path / "out")
     assert result.returncode == 0, result.stdout + result.stderr
     records = _short(result.records("c"))
     assert sorted(records) == ["test_after", "test_before", "test_waits_on_the_first_attempt"], sorted(records)
