@@ -251,7 +251,10 @@ class _Run:
         for proc in self.procs.values():  # every rank has ended: its pipes are ours to close
             for pipe in (proc.stdin, proc.stdout):
                 if pipe is not None:
-                    pipe.close()
+                    try:
+                        pipe.close()
+                    except BrokenPipeError:  # a line to a killed rank, still buffered: it is gone
+                        pass
 
 
 def run_job(spec: JobSpec, faults: Sequence[Fault] = (), workdir: Path | None = None) -> History:
