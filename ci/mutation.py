@@ -36,6 +36,7 @@ import math
 import os
 import random
 import shutil
+import signal
 import subprocess
 import sys
 import tomllib
@@ -467,7 +468,7 @@ def sweep(marker: str, shares_cluster: bool) -> None:
     for pid in leftovers(marker):
         try:
             command = (Path("/proc") / str(pid) / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-            os.kill(pid, 9)
+            os.kill(pid, signal.SIGKILL)
             print(f"ci/mutation.py: killed process {pid} the tests left: {command.strip()[:200]}")
         except OSError:
             pass
