@@ -6,12 +6,17 @@
 # its invariants and the harness's suites with the reference runtime on it, each a supervised cell.
 #
 # Results: $XHARNESS_NEWEST_OUT (default reports/newest): junit/, junit.xml, index.html, summary.md.
-# Usage: ci/newest.sh [PYTHON_MINOR]   the interpreter to provide when none fits (default 3.13)
+# Usage: ci/newest.sh [--prepare] [PYTHON_MINOR]   the interpreter to provide when none fits
+#   (default 3.13); --prepare only provides the interpreter and builds (or reuses) the release's
+#   environment, and runs nothing: ci/test.sh starts it first, beside the main suites, so that
+#   the run itself later finds both ready (the build is mostly downloads and the disk)
 # Exit: xharness releases' (0 every verdict as expected and the suites green; 1 not; 3 the release
 # or an interpreter for it could not be had); 0 at once when .venv's JAX is already the newest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out="${XHARNESS_NEWEST_OUT:-reports/newest}"
+prepare=""
+if [ "${1:-}" = --prepare ]; then prepare=1; shift; fi
 minor="${1:-3.13}"
 
 # a failure to list the index stops here (set -e), never reads as "nothing newer"
@@ -31,5 +36,23 @@ if [ "$newest" = "$held" ]; then
   exit 0
 fi
 python="$(bash ci/python.sh "$minor")"
+if [ -n "$prepare" ]; then
+  echo "ci/newest.sh --prepare: the environment of JAX $newest, with $python"
+  exec .venv/bin/python - "$newest" "$python" <<'EOF'
+import sys
+
+from harness.releases import envs, interpreters
+
+newest, python = sys.argv[1:]
+interpreters.apply_argument([python])
+try:
+    env = envs.ensure_env("jax", newest, progress=print)
+except envs.ReleaseInstallError as exc:
+    # said here; the run after says it again as its own install error (exit 3)
+    print(f"ci/newest.sh --prepare: {exc}", file=sys.stderr)
+    sys.exit(3)
+print(f"ci/newest.sh --prepare: {'built' if env.built else 'reused'} {env.path} in {env.seconds:.0f} s")
+EOF
+fi
 echo "ci/newest.sh: .venv holds JAX $held; the suites on JAX $newest, the newest declared, with $python"
 exec .venv/bin/xharness releases jax "$newest" --python "$python" --out "$out"

@@ -8,6 +8,16 @@ cd "$(dirname "$0")/.."
 # Chromium (the browser test renders the dashboard), then .venv/ with the project's test extra.
 source ci/setup.sh
 
+# The newest JAX's interpreter and environment (ci/newest.sh --prepare: downloads and the disk,
+# a minute or two from nothing), built beside the checks and suites below rather than after them,
+# where the run on that JAX waits for it; its log is printed with that run's.
+prepare_pid="" prepare_log=""
+if [ -z "${XHARNESS_SKIP_NEWEST:-}" ]; then
+  prepare_log="$(mktemp)"
+  bash ci/newest.sh --prepare >"$prepare_log" 2>&1 &
+  prepare_pid=$!
+fi
+
 .venv/bin/ruff check .
 # the rooms import only downwards ([tool.importlinter] in pyproject.toml)
 .venv/bin/lint-imports
@@ -42,7 +52,10 @@ cluster_status=0 cluster_pid="" cluster_log="$(mktemp)"
 if [ "$(id -u)" = 0 ]; then
   bash ci/cluster.sh start
   trap 'bash ci/cluster.sh stop' EXIT
-  ( eval "$(bash ci/cluster.sh env)"; exec .venv/bin/python -m pytest suites/cluster -q -p no:cacheprovider ) \
+  # XHARNESS_CLUSTER_REQUIRED: this run started the cluster, so a cluster test that finds none
+  # answering fails instead of skipping (suites/cluster/cluster_helpers.py, needs)
+  ( eval "$(bash ci/cluster.sh env)"; export XHARNESS_CLUSTER_REQUIRED=1
+    exec .venv/bin/python -m pytest suites/cluster -q -p no:cacheprovider ) \
     >"$cluster_log" 2>&1 &
   cluster_pid=$!
 else
@@ -103,13 +116,16 @@ failed=0
 # XHARNESS_SKIP_RELEASES=1 skips it where a job of its own runs the releases (the workflow's
 # releases job). Each writes its own log, printed when all are done.
 if [ -z "${XHARNESS_SKIP_NEWEST:-}" ]; then
+  # its preparation's failure is said again by the run itself (an install error, exit 3)
+  wait "$prepare_pid" || true
+  logs+=("$prepare_log"); names+=("ci/newest.sh --prepare"); pids+=("")
   logs+=("$(mktemp)"); names+=(ci/newest.sh)
   bash ci/newest.sh >"${logs[-1]}" 2>&1 &
   pids+=($!)
 fi
 for i in "${!pids[@]}"; do
   status=0
-  wait "${pids[$i]}" || status=$?
+  [ -z "${pids[$i]}" ] || wait "${pids[$i]}" || status=$?
   cat "${logs[$i]}"
   rm -f "${logs[$i]}"
   if [ "$status" != 0 ]; then

@@ -244,6 +244,9 @@ SETTINGS: tuple[Setting, ...] = (
             "", "ci/cluster.sh start: each node a host of its own (namespaces); empty: as the running cluster"),
     Setting("XHARNESS_PYTHON", _PATH, ".venv/bin/python",
             "ci/cluster.sh: the Python that holds the namespaced cluster's hosts"),
+    Setting("XHARNESS_CLUSTER_REQUIRED", Choice("1 or empty", values=("", "1")), "",
+            "ci/test.sh sets 1 for suites/cluster, which it started the cluster for: a cluster test that "
+            "finds none answering fails instead of skipping"),
     Setting("XHARNESS_CLUSTER_NODES", Integer("a whole number, 1 or more"), "2", "ci/cluster.sh: its nodes"),
     Setting("XHARNESS_CLUSTER_CPUS", Integer("a whole number, 1 or more"), "4", "ci/cluster.sh: CPUs each node declares"),
     Setting("XHARNESS_CLUSTER_PORT", Integer("a port number", minimum=1024), "16817",

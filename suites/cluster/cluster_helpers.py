@@ -6,9 +6,21 @@ import os
 import subprocess
 import sys
 import time
+import warnings
 from pathlib import Path
 
+import pytest
+
+from harness.matrix.launchers import forget_answers, unavailable
+
 ROOT = Path(__file__).resolve().parents[2]
+#: set (to 1) by a run that started the cluster itself (``ci/test.sh``): there a cluster that does
+#: not answer is a failure of the run, not a machine without one, and its tests fail instead of
+#: skipping
+REQUIRED_ENV = "XHARNESS_CLUSTER_REQUIRED"
+#: how long a run that started the cluster waits for it to answer again (a controller restarted by
+#: an earlier test, or slowed by the suites beside it) before failing the test that needs it
+REQUIRED_PATIENCE = 120.0
 #: the default matrix's multi-process cells (ci/matrix.toml)
 TWIN_CELLS = ("cpu-2slice", "cpu-2x4")
 
@@ -39,3 +51,38 @@ def queue_left(seconds: float = COMPLETING_WAIT) -> str:
         if any(line.split()[-1] != "COMPLETING" for line in listed.splitlines()):
             return listed
         time.sleep(1.0)
+
+
+def required() -> bool:
+    """Whether this run started the cluster itself (:data:`REQUIRED_ENV`)."""
+    return os.environ.get(REQUIRED_ENV) == "1"
+
+
+def needs(launcher: str, patience: float = REQUIRED_PATIENCE) -> None:
+    """Go on only where ``launcher`` can run here. Where none answers, the test is skipped with
+    the reason, unless this run started the cluster (:data:`REQUIRED_ENV`): then the cluster is
+    asked again for ``patience`` seconds, started again if its daemons are gone (said in a
+    warning), and the test fails if it still does not answer. A skip there would turn a cluster
+    that died under the suites into a green run that tested nothing."""
+    why = unavailable(launcher)
+    if not why:
+        return
+    if not required():
+        pytest.skip(why)
+    cluster = ["bash", str(ROOT / "ci" / "cluster.sh")]
+    started = time.monotonic()
+    restarted = ""
+    while why and time.monotonic() - started < patience:
+        if not restarted and subprocess.run([*cluster, "status"], capture_output=True).returncode != 0:
+            done = subprocess.run([*cluster, "start"], capture_output=True, text=True, timeout=300)
+            restarted = f"; its daemons were gone and it was started again (exit {done.returncode})"
+        time.sleep(5.0)
+        forget_answers()
+        why = unavailable(launcher)
+    waited = time.monotonic() - started
+    if why:
+        state = subprocess.run([*cluster, "status"], capture_output=True, text=True)
+        pytest.fail(f"{why}, still after {waited:.0f} s{restarted}; this run started the cluster "
+                    f"({REQUIRED_ENV}=1), so that is a failure, not a machine without one. "
+                    f"ci/cluster.sh status: {(state.stdout + state.stderr).strip()[-2000:]}", pytrace=False)
+    warnings.warn(f"{launcher} answered only after {waited:.0f} s{restarted}", stacklevel=2)

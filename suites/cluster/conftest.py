@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from cluster_helpers import ROOT, TWIN_CELLS, xharness_run
+from cluster_helpers import ROOT, TWIN_CELLS, needs, xharness_run
 
 from harness.matrix.launchers import SLURM, unavailable
 
@@ -28,11 +28,10 @@ def local_twins(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture
 def slurm() -> Iterator[None]:
-    """A test that needs the cluster: skipped where none answers; afterwards its blocker jobs are
-    cancelled and a node or munge the test took away is brought back."""
-    why = unavailable(SLURM)
-    if why:
-        pytest.skip(why)
+    """A test that needs the cluster: skipped where none answers (failed where the run started
+    one, :func:`cluster_helpers.needs`); afterwards its blocker jobs are cancelled and a node or
+    munge the test took away is brought back."""
+    needs(SLURM)
     yield
     subprocess.run(["scancel", "--quiet", "--name=blocker"], check=False)
     _resume_drained("after the test")

@@ -8,9 +8,9 @@ import subprocess
 import time
 from pathlib import Path
 
-import pytest
+from cluster_helpers import needs
 
-from harness.matrix.launchers import SLURM, unavailable
+from harness.matrix.launchers import SLURM
 
 SCRIPT = Path(__file__).resolve().parents[2] / "ci" / "cluster.sh"
 DAEMONS = ("slurmctld", "slurmd", "slurmstepd", "munged")
@@ -29,8 +29,7 @@ def _running() -> list[str]:
 
 
 def test_start_is_idempotent_and_stop_leaves_nothing() -> None:
-    if why := unavailable(SLURM):
-        pytest.skip(why)
+    needs(SLURM)
     pids_before = sorted(Path(p).read_text() for p in STATE.glob("*.pid"))
     again = _cluster("start")
     assert again.returncode == 0 and "already running" in again.stderr, again.stderr

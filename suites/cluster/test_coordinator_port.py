@@ -12,17 +12,16 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-import pytest
+from cluster_helpers import needs
 
-from harness.matrix.launchers import SLURM, unavailable
+from harness.matrix.launchers import SLURM
 
 SCRIPT = Path(__file__).resolve().parents[2] / "ci" / "coordinator_port.sh"
 TRIES = 6  # job A is aborted in most runs (see ci/coordinator_port.sh): six runs all spared is rare
 
 
 def test_two_jobs_4096_apart_on_one_node_abort_the_first() -> None:
-    if why := unavailable(SLURM):
-        pytest.skip(why)
+    needs(SLURM)
     runs = []
     for _ in range(TRIES):  # the kernel picks which of the port's two services a rank reaches
         proc = subprocess.run(["bash", str(SCRIPT)], capture_output=True, text=True, timeout=180)

@@ -17,15 +17,13 @@ import sys
 import time
 from pathlib import Path
 
-import pytest
-
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "suites" / "selftest" / "matrix"))
 
-from cluster_helpers import queue_left  # noqa: E402
+from cluster_helpers import needs, queue_left  # noqa: E402
 from matrix_helpers import alive, run_matrix, write_matrix, write_suite  # noqa: E402
 
-from harness.matrix.launchers import MPI, SLURM, unavailable  # noqa: E402
+from harness.matrix.launchers import MPI, SLURM  # noqa: E402
 from harness.report.records import ERROR, KIND_RANK, PASSED, SKIPPED  # noqa: E402
 
 CLUSTER = ROOT / "ci" / "cluster.sh"
@@ -150,9 +148,7 @@ def test_srun_ranks_detected_by_jax_and_a_killed_rank_named(tmp_path: Path, slur
 
 
 def test_mpirun_ranks_detected_by_jax_and_a_rank_exiting_nonzero(tmp_path: Path) -> None:
-    why = unavailable(MPI)
-    if why:
-        pytest.skip(why)
+    needs(MPI)
     _matrix(tmp_path, MPI, '"tests/test_ranks.py"')
     result = run_matrix(tmp_path, timeout=300)
     assert result.returncode == 1, result.stdout + result.stderr
