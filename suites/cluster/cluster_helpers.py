@@ -21,6 +21,10 @@ REQUIRED_ENV = "XHARNESS_CLUSTER_REQUIRED"
 #: how long a run that started the cluster waits for it to answer again (a controller restarted by
 #: an earlier test, or slowed by the suites beside it) before failing the test that needs it
 REQUIRED_PATIENCE = 120.0
+#: seconds between two asks of that wait
+REQUIRED_POLL = 5.0
+#: the project's script that starts, stops and reports on the one-machine cluster
+CLUSTER_SCRIPT = ("bash", str(ROOT / "ci" / "cluster.sh"))
 #: the default matrix's multi-process cells (ci/matrix.toml)
 TWIN_CELLS = ("cpu-2slice", "cpu-2x4")
 
@@ -69,14 +73,14 @@ def needs(launcher: str, patience: float = REQUIRED_PATIENCE) -> None:
         return
     if not required():
         pytest.skip(why)
-    cluster = ["bash", str(ROOT / "ci" / "cluster.sh")]
+    cluster = list(CLUSTER_SCRIPT)
     started = time.monotonic()
     restarted = ""
     while why and time.monotonic() - started < patience:
         if not restarted and subprocess.run([*cluster, "status"], capture_output=True).returncode != 0:
             done = subprocess.run([*cluster, "start"], capture_output=True, text=True, timeout=300)
             restarted = f"; its daemons were gone and it was started again (exit {done.returncode})"
-        time.sleep(5.0)
+        time.sleep(REQUIRED_POLL)
         forget_answers()
         why = unavailable(launcher)
     waited = time.monotonic() - started
