@@ -12,29 +12,43 @@ TOOLS = ("sbatch", "squeue", "scontrol", "sacct", "scancel", "sinfo")
 
 
 class FakeSlurm:
-    """SLURM's client commands as scripts: each prints ``<tool>.out``, exits ``<tool>.rc`` and
-    appends its arguments to ``<tool>.args``."""
+    """SLURM's client commands as scripts: each appends its arguments to ``<tool>.args``, prints
+    the ``err`` and ``out`` of its current answer and exits with its ``rc``."""
 
     def __init__(self, root: Path, tools: tuple[str, ...] = TOOLS) -> None:
         self.root = root
+        self._said = 0
         root.mkdir(exist_ok=True)
         for tool in tools:
             script = root / tool
             script.write_text(
                 "#!/bin/sh\n"
                 f'echo "$*" >> "{root}/{tool}.args"\n'
-                f'[ -f "{root}/{tool}.err" ] && cat "{root}/{tool}.err" >&2\n'
-                f'[ -f "{root}/{tool}.out" ] && cat "{root}/{tool}.out"\n'
-                f'exit $(cat "{root}/{tool}.rc" 2>/dev/null || echo 0)\n'
+                + self.answer(tool)
+                + '[ -n "$d" ] || exit 0\n'
+                '[ -f "$d/err" ] && cat "$d/err" >&2\n'
+                '[ -f "$d/out" ] && cat "$d/out"\n'
+                'exit $(cat "$d/rc")\n'
             )
             script.chmod(0o755)
 
+    def answer(self, tool: str) -> str:
+        """A shell line that sets ``$d`` to the folder of ``tool``'s current answer (``out``,
+        ``err``, ``rc``; empty before any), looked up once, so a script reads one answer whole."""
+        return f'd="$(readlink "{self.root}/{tool}.answer" 2>/dev/null)"\n'
+
     def says(self, tool: str, out: str = "", rc: int = 0, err: str = "") -> None:
-        # each file replaced whole: a poll that reads it mid-write would see the job gone
-        for suffix, text in (("out", out), ("rc", str(rc)), ("err", err)):
-            written = self.root / f"{tool}.{suffix}.new"
-            written.write_text(text)
-            written.replace(self.root / f"{tool}.{suffix}")
+        # the answer replaced whole, its three parts together: a poll that read them as they were
+        # written saw a new output with the old exit code (the job gone) or an error with no words
+        self._said += 1
+        folder = self.root / f"{tool}.said-{self._said}"
+        folder.mkdir()
+        for name, text in (("out", out), ("rc", str(rc)), ("err", err)):
+            (folder / name).write_text(text)
+        link = self.root / f"{tool}.answer.new"
+        link.unlink(missing_ok=True)
+        link.symlink_to(folder)
+        link.replace(self.root / f"{tool}.answer")
 
     def asked(self, tool: str) -> list[str]:
         path = self.root / f"{tool}.args"

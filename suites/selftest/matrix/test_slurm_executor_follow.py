@@ -42,10 +42,12 @@ def slurm(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> FakeSlurm:
     (fake.root / "squeue").write_text(
         "#!/bin/sh\n"
         f'echo "$*" >> "{fake.root}/squeue.args"\n'
-        f'[ -f "{fake.root}/squeue.err" ] && cat "{fake.root}/squeue.err" >&2\n'
-        f'rc=$(cat "{fake.root}/squeue.rc" 2>/dev/null || echo 0); [ "$rc" = 0 ] || exit "$rc"\n'
+        + fake.answer("squeue")
+        + '[ -n "$d" ] || exit 0\n'
+        '[ -f "$d/err" ] && cat "$d/err" >&2\n'
+        'rc=$(cat "$d/rc"); [ "$rc" = 0 ] || exit "$rc"\n'
         'for job in $(echo "$*" | sed -n \'s/.*--jobs=\\([0-9,]*\\).*/\\1/p\' | tr , " "); do\n'
-        f'  grep "^$job|" "{fake.root}/squeue.out"\n'
+        '  grep "^$job|" "$d/out"\n'
         "done\n"
         "exit 0\n"
     )
