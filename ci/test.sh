@@ -79,10 +79,22 @@ fi
 [ "$main_status" = 0 ] || { echo "ci/test.sh: the suites failed (exit $main_status)" >&2; exit "$main_status"; }
 [ "$cluster_status" = 0 ] || { echo "ci/test.sh: suites/cluster failed (exit $cluster_status)" >&2; exit "$cluster_status"; }
 
-# The example plugin as a maintainer uses it (examples/tinyjax): a fresh environment with xharness
-# and the plugin, then list, repro, run over its two cells, teeth and init, each checked (about a
-# minute and a half here, most of it pip), and the PyTorch/XLA release leg below (mostly pip when
-# its environment is built) start now, beside the network suites.
+# Beside the network suites, each writing its own log, printed when all are done:
+# - the example plugin as a maintainer uses it (examples/tinyjax): a fresh environment with
+#   xharness and the plugin, then list, repro, run over its two cells, teeth and init, each
+#   checked (about a minute and a half here, most of it pip);
+# - the catalog and the adapter tests against a real PyTorch/XLA release, in that release's own
+#   cached environment (~/.cache/xharness/envs, or XHARNESS_ENV_DIR): about 5 minutes when the
+#   environment has to be built (most of it pip, which waits on the disk), under 2 minutes of set-up
+#   when it is reused. XHARNESS_SKIP_RELEASES=1 skips it where a job of its own runs the releases
+#   (the workflow's releases job);
+# - the same suites on the newest JAX the project declares, where .venv's Python resolves an older
+#   one (JAX 0.11 and later need Python 3.12 or newer): that release's own environment, prepared
+#   above, on an interpreter it supports (ci/python.sh), its suites split over two processes by
+#   test file, about 11 minutes here and the longest leg of the job's end, so it starts with the
+#   network suites rather than after them (their namespaces and the harness's suites share
+#   nothing). XHARNESS_SKIP_NEWEST=1 skips it where another job runs on that Python (the
+#   workflow's Python 3.13 leg).
 pids=() logs=() names=()
 logs+=("$(mktemp)"); names+=(ci/example.sh)
 bash ci/example.sh >"${logs[-1]}" 2>&1 &
@@ -90,6 +102,14 @@ pids+=($!)
 if [ -z "${XHARNESS_SKIP_RELEASES:-}" ]; then
   logs+=("$(mktemp)"); names+=("ci/releases.sh 2.9.0")
   bash ci/releases.sh 2.9.0 >"${logs[-1]}" 2>&1 &
+  pids+=($!)
+fi
+if [ -z "${XHARNESS_SKIP_NEWEST:-}" ]; then
+  # its preparation's failure is said again by the run itself (an install error, exit 3)
+  wait "$prepare_pid" || true
+  logs+=("$prepare_log"); names+=("ci/newest.sh --prepare"); pids+=("")
+  logs+=("$(mktemp)"); names+=(ci/newest.sh)
+  bash ci/newest.sh >"${logs[-1]}" 2>&1 &
   pids+=($!)
 fi
 
@@ -102,27 +122,6 @@ network_status=0
 if [ "$(id -u)" = 0 ]; then bash ci/network.sh check; fi
 failed=0
 [ "$network_status" = 0 ] || { echo "ci/test.sh: suites/network failed (exit $network_status)" >&2; failed=$network_status; }
-
-# The same suites on the newest JAX the project declares, where .venv's Python resolves an older
-# one (JAX 0.11 and later need Python 3.12 or newer): that release's own cached environment on an
-# interpreter it supports (ci/python.sh), its suites split over two processes by test file, about
-# 7 minutes here. XHARNESS_SKIP_NEWEST=1 skips it where another job runs on that Python (the
-# workflow's Python 3.13 leg).
-#
-# Beside it, what started before the network suites: the example plugin, and the catalog and the
-# adapter tests against a real PyTorch/XLA release, in that release's own cached environment
-# (~/.cache/xharness/envs, or XHARNESS_ENV_DIR): about 5 minutes when the environment has to be
-# built (most of it pip, which waits on the disk), under 2 minutes when it is reused.
-# XHARNESS_SKIP_RELEASES=1 skips it where a job of its own runs the releases (the workflow's
-# releases job). Each writes its own log, printed when all are done.
-if [ -z "${XHARNESS_SKIP_NEWEST:-}" ]; then
-  # its preparation's failure is said again by the run itself (an install error, exit 3)
-  wait "$prepare_pid" || true
-  logs+=("$prepare_log"); names+=("ci/newest.sh --prepare"); pids+=("")
-  logs+=("$(mktemp)"); names+=(ci/newest.sh)
-  bash ci/newest.sh >"${logs[-1]}" 2>&1 &
-  pids+=($!)
-fi
 for i in "${!pids[@]}"; do
   status=0
   [ -z "${pids[$i]}" ] || wait "${pids[$i]}" || status=$?
