@@ -14,7 +14,11 @@
 # later runs reuse it. Results: $XHARNESS_RELEASES_OUT (default reports/releases):
 # junit/<runtime>-<V>*.xml, junit.xml, index.html, summary.md.
 #
-# Usage: ci/releases.sh [RUNTIME] [VERSION...]   RUNTIME torch_xla (default) or jax
+# Usage: ci/releases.sh [--prepare] [RUNTIME] [VERSION...]   RUNTIME torch_xla (default) or jax
+#   --prepare                           only build (or reuse) each release's environment and run
+#                                       nothing: ci/test.sh starts it first, beside the main suites,
+#                                       so that the release leg later finds it ready (the build is
+#                                       mostly pip, which waits on the network and the disk)
 #   ci/releases.sh                      torch_xla 2.9.0
 #   ci/releases.sh 2.9.0                torch_xla 2.9.0 (the old form; ci/test.sh uses it)
 #   ci/releases.sh torch_xla 2.5.1      as the workflow's releases job calls it
@@ -24,6 +28,8 @@
 # 3 a release could not be installed (the other releases still ran).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+prepare=""
+if [ "${1:-}" = --prepare ]; then prepare=1; shift; fi
 runtime=torch_xla
 case "${1:-}" in
   torch_xla|jax) runtime="$1"; shift ;;
@@ -41,6 +47,27 @@ if [ ! -x .venv/bin/xharness ]; then
   python3 -m venv .venv
   .venv/bin/python -m pip install -q --upgrade pip
   .venv/bin/python -m pip install -q -e .
+fi
+
+if [ -n "$prepare" ]; then
+  exec .venv/bin/python - "$runtime" "$@" <<'EOF'
+import sys
+
+from harness.releases import envs
+
+runtime, *versions = sys.argv[1:]
+failed = 0
+for version in versions:
+    try:
+        env = envs.ensure_env(runtime, version, progress=print)
+    except envs.ReleaseInstallError as exc:
+        # said here; the release leg after says it again as its own install error (exit 3)
+        print(f"ci/releases.sh --prepare: {exc}", file=sys.stderr)
+        failed = 3
+        continue
+    print(f"ci/releases.sh --prepare: {'built' if env.built else 'reused'} {env.path} in {env.seconds:.0f} s")
+sys.exit(failed)
+EOF
 fi
 
 if [ "$runtime" = jax ]; then

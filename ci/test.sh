@@ -8,14 +8,21 @@ cd "$(dirname "$0")/.."
 # Chromium (the browser test renders the dashboard), then .venv/ with the project's test extra.
 source ci/setup.sh
 
-# The newest JAX's interpreter and environment (ci/newest.sh --prepare: downloads and the disk,
-# a minute or two from nothing), built beside the checks and suites below rather than after them,
-# where the run on that JAX waits for it; its log is printed with that run's.
-prepare_pid="" prepare_log=""
+# The environments of the job's last legs, built beside the checks and suites below rather than
+# on the job's critical path at its end, where those legs wait for them: the newest JAX's
+# interpreter and environment (ci/newest.sh --prepare: a minute or two from nothing) and the
+# PyTorch/XLA release's (ci/releases.sh --prepare: about 5 minutes from nothing, most of it pip
+# waiting on the network and the disk). Each log is printed with its leg's.
+prepare_pid="" prepare_log="" release_prepare_pid="" release_prepare_log=""
 if [ -z "${XHARNESS_SKIP_NEWEST:-}" ]; then
   prepare_log="$(mktemp)"
   bash ci/newest.sh --prepare >"$prepare_log" 2>&1 &
   prepare_pid=$!
+fi
+if [ -z "${XHARNESS_SKIP_RELEASES:-}" ]; then
+  release_prepare_log="$(mktemp)"
+  bash ci/releases.sh --prepare 2.9.0 >"$release_prepare_log" 2>&1 &
+  release_prepare_pid=$!
 fi
 
 .venv/bin/ruff check .
@@ -100,6 +107,9 @@ logs+=("$(mktemp)"); names+=(ci/example.sh)
 bash ci/example.sh >"${logs[-1]}" 2>&1 &
 pids+=($!)
 if [ -z "${XHARNESS_SKIP_RELEASES:-}" ]; then
+  # its preparation's failure is said again by the leg itself (an install error, exit 3)
+  wait "$release_prepare_pid" || true
+  logs+=("$release_prepare_log"); names+=("ci/releases.sh --prepare 2.9.0"); pids+=("")
   logs+=("$(mktemp)"); names+=("ci/releases.sh 2.9.0")
   bash ci/releases.sh 2.9.0 >"${logs[-1]}" 2>&1 &
   pids+=($!)
