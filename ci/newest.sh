@@ -38,21 +38,7 @@ fi
 python="$(bash ci/python.sh "$minor")"
 if [ -n "$prepare" ]; then
   echo "ci/newest.sh --prepare: the environment of JAX $newest, with $python"
-  exec .venv/bin/python - "$newest" "$python" <<'EOF'
-import sys
-
-from harness.releases import envs, interpreters
-
-newest, python = sys.argv[1:]
-interpreters.apply_argument([python])
-try:
-    env = envs.ensure_env("jax", newest, progress=print)
-except envs.ReleaseInstallError as exc:
-    # said here; the run after says it again as its own install error (exit 3)
-    print(f"ci/newest.sh --prepare: {exc}", file=sys.stderr)
-    sys.exit(3)
-print(f"ci/newest.sh --prepare: {'built' if env.built else 'reused'} {env.path} in {env.seconds:.0f} s")
-EOF
+  XHARNESS_PYTHONS="$python" exec bash ci/releases.sh --prepare jax "$newest"
 fi
 echo "ci/newest.sh: .venv holds JAX $held; the suites on JAX $newest, the newest declared, with $python"
 exec .venv/bin/xharness releases jax "$newest" --python "$python" --out "$out"

@@ -18,7 +18,8 @@
 #   --prepare                           only build (or reuse) each release's environment and run
 #                                       nothing: ci/test.sh starts it first, beside the main suites,
 #                                       so that the release leg later finds it ready (the build is
-#                                       mostly pip, which waits on the network and the disk)
+#                                       mostly pip, which waits on the network and the disk);
+#                                       ci/newest.sh --prepare runs it for the newest JAX
 #   ci/releases.sh                      torch_xla 2.9.0
 #   ci/releases.sh 2.9.0                torch_xla 2.9.0 (the old form; ci/test.sh uses it)
 #   ci/releases.sh torch_xla 2.5.1      as the workflow's releases job calls it
