@@ -5,6 +5,8 @@ commands that says whether its daemons run, and notes each start."""
 
 from __future__ import annotations
 
+import os
+import subprocess
 import sys
 import warnings
 from pathlib import Path
@@ -122,3 +124,19 @@ def test_a_cluster_that_answers_costs_no_ask_of_its_script(tmp_path: Path, monke
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # a warning would say it waited
         _needs("slurm")  # neither skipped, failed nor warned
+
+
+def test_a_running_controller_is_found_by_its_pid_not_by_an_answer(tmp_path: Path) -> None:
+    """``running_network``: the mode of the cluster whose controller is alive, whatever it answers;
+    nothing for a dead, missing or unreadable pid."""
+    assert cluster_helpers.running_network(tmp_path) == ""  # nothing started here
+    (tmp_path / "slurmctld.pid").write_text(f"{os.getpid()}\n")
+    assert cluster_helpers.running_network(tmp_path) == "loopback"  # started before the mode was kept
+    (tmp_path / "network").write_text("namespaces\n")
+    assert cluster_helpers.running_network(tmp_path) == "namespaces"
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    (tmp_path / "slurmctld.pid").write_text(f"{gone.pid}\n")
+    assert cluster_helpers.running_network(tmp_path) == ""
+    (tmp_path / "slurmctld.pid").write_text("not a pid\n")
+    assert cluster_helpers.running_network(tmp_path) == ""
