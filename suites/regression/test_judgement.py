@@ -139,6 +139,9 @@ def opposite_locks(ctx: Context) -> None:
         t.join()
 
 
+# The two tests below explore threads of plain Python on one device (``devices=1``): their outcome
+# depends on neither the cell's device count nor its runtime options, so the matrix runs them once.
+@pytest.mark.cell_independent
 @pytest.mark.parametrize("strategy", ["random", "pct", "dfs", "hypothesis"])
 def test_an_explored_race_reproduces_with_its_schedule(strategy: str) -> None:
     scenario = _scenario(lost_update)
@@ -158,6 +161,7 @@ def test_an_explored_race_reproduces_with_its_schedule(strategy: str) -> None:
     assert again.variants[0].error == injected.variants[0].error
 
 
+@pytest.mark.cell_independent
 def test_a_deadlock_under_exploration_fails_whatever_the_mode() -> None:
     for inject in (False, True):
         result = runner.run(_scenario(opposite_locks), inject, seed=0, devices=1, strategy="dfs")
