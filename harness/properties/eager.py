@@ -9,6 +9,7 @@ back as data (``eager_worker``'s JSON lines); one worker serves every program of
 
 from __future__ import annotations
 
+import atexit
 import base64
 import json
 import os
@@ -140,8 +141,23 @@ class Worker:
             self.process.kill()
             self.process.wait()
 
+    def release(self) -> None:
+        """Stop the worker and close its pipes: nothing of it outlives the process that started it."""
+        self.close()
+        for pipe in (self.process.stdin, self.process.stdout, self.process.stderr):
+            if pipe is not None:
+                pipe.close()
+
 
 _WORKERS: dict[str, Worker] = {}
+
+
+@atexit.register
+def release_all() -> None:
+    """Every worker this process started, stopped and its pipes closed (at exit: a worker left
+    running would outlive a test run, and Python warns of the process and of each pipe)."""
+    while _WORKERS:
+        _WORKERS.popitem()[1].release()
 
 
 def worker(python: str | None = None) -> Worker:
