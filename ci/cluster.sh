@@ -273,16 +273,19 @@ case "$NETWORK" in
   ""|loopback|namespaces) ;;
   *) echo "$0: --network is loopback or namespaces, not '$NETWORK'" >&2; exit 2 ;;
 esac
-# stop, status and env act on the cluster as it was started
+# stop, status, running and env act on the cluster as it was started
 [ "$command" = start ] || NETWORK=$(cat "$DIR/network" 2>/dev/null || echo "${NETWORK:-loopback}")
 
 case "$command" in
   start) start ;;
   stop) stop ;;
   status) status ;;
+  # the mode of the cluster whose controller runs, whether or not it answers (a controller slowed
+  # by the suites beside it still runs); exit 1 where none does
+  running) pid_alive "$DIR/slurmctld.pid" && echo "$NETWORK" ;;
   env)
     echo "export SLURM_CONF=$CONF"
     if [ "$NETWORK" = namespaces ]; then echo "export PATH=$DIR/bin:\$PATH"; fi
     ;;
-  *) echo "usage: $0 start [--network loopback|namespaces]|stop|status|env" >&2; exit 2 ;;
+  *) echo "usage: $0 start [--network loopback|namespaces]|stop|status|running|env" >&2; exit 2 ;;
 esac

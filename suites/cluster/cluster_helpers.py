@@ -57,21 +57,6 @@ def queue_left(seconds: float = COMPLETING_WAIT) -> str:
         time.sleep(1.0)
 
 
-def running_network(cluster_dir: Path) -> str:
-    """The network mode (``loopback`` or ``namespaces``) of the cluster whose controller runs
-    under ``cluster_dir``, "" where none does. Read from the controller's pid file, not from an
-    answer: under the suites beside it a controller can take longer than ``status`` waits, and
-    a test that stops the cluster for a while must still start it again afterwards."""
-    try:
-        os.kill(int((cluster_dir / "slurmctld.pid").read_text().strip()), 0)
-    except PermissionError:
-        pass  # alive, someone else's to signal
-    except (OSError, ValueError):
-        return ""
-    mode = cluster_dir / "network"
-    return mode.read_text().strip() if mode.is_file() else "loopback"
-
-
 def required() -> bool:
     """Whether this run started the cluster itself (:data:`REQUIRED_ENV`)."""
     return os.environ.get(REQUIRED_ENV) == "1"

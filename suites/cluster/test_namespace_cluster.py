@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from cluster_helpers import ROOT, queue_left, running_network, xharness_run
+from cluster_helpers import ROOT, queue_left, xharness_run
 
 from harness.matrix.launchers import SLURM, forget_answers, unavailable
 from harness.network import blame, fabric, firewall
@@ -48,7 +48,10 @@ def namespace_cluster() -> Iterator[None]:
     if why := unavailable(SLURM, {"PATH": os.environ["PATH"], "SLURM_CONF": "/nonexistent"}):
         if "not installed" in why:
             pytest.skip(why)
-    was = running_network(CLUSTER_DIR)
+    # the cluster whose controller runs, answering or not: under the suites beside it a controller
+    # can take longer than `status` waits, and it must still be started again afterwards
+    running = _cluster("running")
+    was = running.stdout.strip() if running.returncode == 0 else ""
     saved = {k: os.environ.get(k) for k in ("PATH", "SLURM_CONF")}
     _cluster("stop")
     started = _cluster("start", "--network", "namespaces")

@@ -126,17 +126,24 @@ def test_a_cluster_that_answers_costs_no_ask_of_its_script(tmp_path: Path, monke
         _needs("slurm")  # neither skipped, failed nor warned
 
 
-def test_a_running_controller_is_found_by_its_pid_not_by_an_answer(tmp_path: Path) -> None:
-    """``running_network``: the mode of the cluster whose controller is alive, whatever it answers;
-    nothing for a dead, missing or unreadable pid."""
-    assert cluster_helpers.running_network(tmp_path) == ""  # nothing started here
+def test_the_running_cluster_is_found_by_its_controller_not_by_an_answer(tmp_path: Path) -> None:
+    """``ci/cluster.sh running``: the mode of the cluster whose controller is alive, whatever it
+    answers (this one has no configuration to answer from); nothing for a dead, missing or
+    unreadable pid."""
+
+    def running() -> tuple[int, str]:
+        done = subprocess.run([*cluster_helpers.CLUSTER_SCRIPT, "running"], capture_output=True, text=True,
+                              env={**os.environ, "XHARNESS_CLUSTER_DIR": str(tmp_path)}, timeout=30)
+        return done.returncode, done.stdout.strip()
+
+    assert running() == (1, "")  # nothing started here
     (tmp_path / "slurmctld.pid").write_text(f"{os.getpid()}\n")
-    assert cluster_helpers.running_network(tmp_path) == "loopback"  # started before the mode was kept
+    assert running() == (0, "loopback")  # started before the mode was kept
     (tmp_path / "network").write_text("namespaces\n")
-    assert cluster_helpers.running_network(tmp_path) == "namespaces"
+    assert running() == (0, "namespaces")
     gone = subprocess.Popen(["true"])
     gone.wait()
     (tmp_path / "slurmctld.pid").write_text(f"{gone.pid}\n")
-    assert cluster_helpers.running_network(tmp_path) == ""
+    assert running() == (1, "")
     (tmp_path / "slurmctld.pid").write_text("not a pid\n")
-    assert cluster_helpers.running_network(tmp_path) == ""
+    assert running() == (1, "")
