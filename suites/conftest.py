@@ -25,7 +25,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     """What the process holds once collected (JAX, the harness, hypothesis, every test module
     and item) lives as long as the process: frozen out of the cyclic collector's way, so that
     each full collection during the tests walks only what the tests made. Measured on a cell of
-    the matrix and on the test job's suites: the collector's time halved, 3 to 4% of the
+    the matrix and on the test job's suites: the collector's time halved, 3 to 6% of the
     process's CPU (docs/explanation/performance.md). Reference counting still frees any of it."""
     gc.collect()
     gc.freeze()
