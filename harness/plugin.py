@@ -51,7 +51,9 @@ _MARKERS = (
     "cell_independent: the outcome depends on neither the device count nor the runtime options (a "
     "fake executable, a faked backend, a fixed exploration); the shipped matrix runs it in cpu-8 only",
     "jax_independent: the outcome does not depend on which JAX is installed (nothing it checks runs on JAX: "
-    "a numpy-only plugin, a workflow's YAML, SLURM's commands as scripts, the project's own linters); "
+    "a numpy-only plugin, a workflow's YAML, SLURM's commands as scripts, the project's own linters, a "
+    "command line refused before anything starts, the supervisor over plain Python tests with the compile "
+    "cache off, the report and history writers); "
     "a JAX release's suites cell (xharness releases jax V) leaves it out, the test job runs it once",
     "crash_points: kills writers at each file operation in child processes of its own (own_process "
     "too); the shipped matrix runs these in cpu-1, the shortest cell, and not in cpu-8",

@@ -86,6 +86,7 @@ class _Base:
     name = ""
     spec = ""
     readers: tuple[str, ...] = ()
+    on_jax = False
 
     def warm(self) -> None:
         """Import what the writer needs, once, in the server (not in every child)."""
@@ -104,6 +105,7 @@ class CheckpointCase(_Base):
     """``harness.runtime.checkpoint.save`` over a checkpoint of another shape."""
 
     name, spec, readers = "checkpoint", "harness.crashpoints.cases:CHECKPOINT", ("*.xh",)
+    on_jax = True  # the runtime's own save and load
 
     def warm(self) -> None:
         import harness.runtime.checkpoint  # noqa: F401 - JAX, once

@@ -42,6 +42,8 @@ class Case(Protocol):
     spec: str
     #: globs (relative to the directory) of the files the project's readers pick up
     readers: tuple[str, ...]
+    #: whether the writer or its loader runs on JAX (a JAX release's suites check it again)
+    on_jax: bool
 
     def warm(self) -> None: ...
 

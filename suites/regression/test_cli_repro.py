@@ -14,6 +14,7 @@ from harness.scenarios import registry
 pytestmark = pytest.mark.own_process  # each repro is a fresh process of its own topology
 
 
+@pytest.mark.jax_independent
 def test_list_json_names_every_scenario(capsys) -> None:
     assert main(["list", "--json"]) == 0
     records = json.loads(capsys.readouterr().out)
@@ -26,16 +27,19 @@ def test_list_json_names_every_scenario(capsys) -> None:
         assert all(any(link.startswith(f"https://github.com/{repo}/issues/") for repo in repos) for link in r["links"])
 
 
+@pytest.mark.jax_independent
 def test_unknown_scenario_is_a_usage_error(capsys) -> None:
     assert main(["repro", "no-such-scenario"]) == 2
     assert "unknown scenario 'no-such-scenario'" in capsys.readouterr().err
 
 
+@pytest.mark.jax_independent
 def test_unknown_runtime_is_a_usage_error(capsys) -> None:
     assert main(["repro", "aliased-save", "--runtime", "nope"]) == 2
     assert "unknown runtime" in capsys.readouterr().err
 
 
+@pytest.mark.jax_independent
 def test_scenario_the_cell_cannot_host_is_a_usage_error(tmp_path: Path) -> None:
     proc = run_xharness("repro", "double-discovery", cwd=tmp_path, env={"JAX_NUM_CPU_DEVICES": "1"})
     assert proc.returncode == 2, proc.stderr
@@ -129,6 +133,7 @@ def test_race_fixed_survives_its_schedules_and_dfs_finds_it_injected(tmp_path: P
     assert lines[-1] == "replay: xharness repro race-on-handles --inject --explore dfs --seed 0"
 
 
+@pytest.mark.jax_independent
 def test_schedule_flags_are_checked_before_anything_runs(tmp_path: Path, capsys) -> None:
     assert main(["repro", "race-on-handles", "--schedule", "0x3.1"]) == 2
     assert "neither a schedule" in capsys.readouterr().err
@@ -145,6 +150,7 @@ def test_schedule_flags_are_checked_before_anything_runs(tmp_path: Path, capsys)
         main(["repro", "race-on-handles", "--explore", "chaos"])
 
 
+@pytest.mark.jax_independent
 def test_unknown_switch_from_the_command_line(tmp_path: Path) -> None:
     proc = run_xharness("repro", "aliased-save", cwd=tmp_path, env={"HARNESS_FAULTS": "typo"})
     assert proc.returncode == 2, proc.stderr

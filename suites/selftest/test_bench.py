@@ -58,6 +58,7 @@ def test_bench_table_and_usage_errors(capsys: pytest.CaptureFixture[str]) -> Non
     assert cli.main(["bench", "--steps", "0"]) == cli.EXIT_USAGE
 
 
+@pytest.mark.jax_independent
 def test_bench_cases_are_named_and_step_is_the_default() -> None:
     assert {"step", "race"} <= set(bench.BENCHES)
     for name, case in bench.BENCHES.items():
@@ -92,6 +93,7 @@ def test_bench_race_json(capsys: pytest.CaptureFixture[str]) -> None:
     assert report["points"]["points_per_step"] > 0 and report["points"]["ns_per_point"] >= 0
 
 
+@pytest.mark.jax_independent
 def test_every_case_has_a_description_and_target() -> None:
     assert set(bench.CASES) == {"tiny", "medium", "vit"}
     assert bench.CASES["tiny"].target == 1.3
@@ -111,6 +113,7 @@ def _no_accelerator_plugins(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(probe_mod, "_has_module", lambda name: False if name in plugins else real(name))
 
 
+@pytest.mark.jax_independent
 @pytest.mark.parametrize(("backend", "reason"), [("gpu", "no JAX GPU plugin"), ("tpu", "libtpu is not installed")])
 def test_an_absent_backend_exits_with_its_own_code(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], backend: str, reason: str
@@ -124,6 +127,7 @@ def test_an_absent_backend_exits_with_its_own_code(
     assert bench.EXIT_NO_BACKEND not in (cli.EXIT_OK, cli.EXIT_FAILED, cli.EXIT_USAGE, 3, 4)
 
 
+@pytest.mark.jax_independent
 def test_backend_usage_errors(capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["bench", "race", "--backend", "gpu"]) == cli.EXIT_USAGE
     assert "--backend applies to the step case" in capsys.readouterr().err
@@ -146,6 +150,7 @@ def _fake_case(name: str, **where: Any) -> dict[str, Any]:
     }
 
 
+@pytest.mark.jax_independent
 def test_the_child_gets_the_backend_and_every_device_of_it(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -175,6 +180,7 @@ def test_the_child_gets_the_backend_and_every_device_of_it(
     assert (env["JAX_PLATFORMS"], env["JAX_NUM_CPU_DEVICES"]) == ("cpu", "4")
 
 
+@pytest.mark.jax_independent
 def test_a_backend_jax_cannot_start_is_reported_as_absent(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -210,6 +216,7 @@ def test_a_mesh_of_any_size_measures(devices: int, batch: int) -> None:
     assert result["runtime_compiles"]["timed"] == 0
 
 
+@pytest.mark.jax_independent
 def test_the_batch_is_a_multiple_of_the_devices() -> None:
     assert [bench._fit(64, n) for n in (1, 2, 3, 4, 8)] == [64, 64, 66, 64, 64]
     assert [bench._fit(bench.VIT_BATCH, n) for n in (1, 2, 4, 8, 6)] == [16, 16, 16, 16, 18]

@@ -181,6 +181,7 @@ def workdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 # ------------------------------------------------------------------------------ the properties
+@pytest.mark.jax_independent
 @settings(max_examples=_scaled(150), **FUZZ)
 @given(drawn=poisoned_argv(), bad_env=st.lists(BAD_SETTINGS, max_size=1))
 def test_a_poisoned_command_line_is_a_named_usage_error(workdir: Path, drawn: tuple[list[str], list[str]],
@@ -195,6 +196,7 @@ def test_a_poisoned_command_line_is_a_named_usage_error(workdir: Path, drawn: tu
     assert any(n in err for n in names), f"exit 2 names none of {names}: {err}"
 
 
+@pytest.mark.jax_independent
 @settings(max_examples=_scaled(60), **FUZZ)
 @given(command=st.sampled_from([["list"], ["list", "invariants"], ["config"], ["cells"], ["repro", "aliased-save"],
                                 ["teeth", "--checks", "coverage"], ["run", "--cells", "cpu-1"], ["init"]]),
@@ -247,6 +249,7 @@ JUNIT_TEXT = """<?xml version="1.0" encoding="utf-8"?>
 EXPECTED_TEXT = (ROOT / "harness" / "scenarios" / "expected.toml").read_text(encoding="utf-8")
 
 
+@pytest.mark.jax_independent
 @settings(max_examples=_scaled(40), **FUZZ)
 @given(text=_mutations(MATRIX_TEXT))
 def test_a_damaged_matrix_file_is_named(workdir: Path, text: str) -> None:
@@ -260,6 +263,7 @@ def test_a_damaged_matrix_file_is_named(workdir: Path, text: str) -> None:
         assert str(path) in err, err
 
 
+@pytest.mark.jax_independent
 @settings(max_examples=_scaled(40), **FUZZ)
 @given(text=_mutations(JUNIT_TEXT), command=st.sampled_from(["merge", "summary", "html"]))
 def test_a_damaged_junit_input_is_named(workdir: Path, text: str, command: str) -> None:
@@ -275,6 +279,7 @@ def test_a_damaged_junit_input_is_named(workdir: Path, text: str, command: str) 
         assert not out.exists()  # a refused input writes nothing
 
 
+@pytest.mark.jax_independent
 @settings(max_examples=_scaled(40), **FUZZ)
 @given(text=_mutations(EXPECTED_TEXT))
 def test_a_damaged_expected_table_raises_its_own_error(workdir: Path, text: str) -> None:
@@ -288,6 +293,7 @@ def test_a_damaged_expected_table_raises_its_own_error(workdir: Path, text: str)
         assert str(path) in str(exc)
 
 
+@pytest.mark.jax_independent
 @settings(max_examples=_scaled(30), **FUZZ)
 @given(cut=st.floats(0, 1), junk=st.sampled_from(["", "{", "[]", '{"run": 3}', "\xff\xfe", "null"]))
 def test_a_damaged_history_entry_is_left_out_with_a_warning(workdir: Path, cut: float, junk: str) -> None:
@@ -332,6 +338,7 @@ def test_a_checkpoint_cut_short_or_flipped_raises_checkpoint_error(tmp_path: Pat
 
 
 # ------------------------------------------------------------------------------ in a subprocess
+@pytest.mark.jax_independent
 @pytest.mark.own_process
 @settings(max_examples=_scaled(6), **FUZZ)
 @given(drawn=poisoned_argv(), bad_env=st.lists(BAD_SETTINGS, max_size=1))

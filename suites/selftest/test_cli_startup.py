@@ -11,6 +11,9 @@ import textwrap
 
 import pytest
 
+# what the command line imports, and names: the same on every JAX
+pytestmark = pytest.mark.jax_independent
+
 
 def _fresh(code: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(

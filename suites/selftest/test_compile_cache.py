@@ -19,6 +19,7 @@ from harness import compile_cache  # noqa: E402
 from harness.errors import UsageError  # noqa: E402
 
 
+@pytest.mark.jax_independent
 def test_default_directory_is_under_the_user_cache_dir(tmp_path: Path) -> None:
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("XDG_CACHE_HOME", str(tmp_path))
@@ -27,6 +28,7 @@ def test_default_directory_is_under_the_user_cache_dir(tmp_path: Path) -> None:
     assert choice.path.is_dir()
 
 
+@pytest.mark.jax_independent
 def test_option_beats_environment_and_off_turns_it_off(tmp_path: Path) -> None:
     environ = {compile_cache.ENV: str(tmp_path / "from-env")}
     assert compile_cache.choose(str(tmp_path / "opt"), environ).path == (tmp_path / "opt").resolve()
@@ -36,6 +38,7 @@ def test_option_beats_environment_and_off_turns_it_off(tmp_path: Path) -> None:
     assert compile_cache.choose(None, {compile_cache.ENV: "off"}).path is None
 
 
+@pytest.mark.jax_independent
 def test_environment_sets_or_removes_the_jax_variables(tmp_path: Path) -> None:
     base = {"JAX_COMPILATION_CACHE_DIR": "/elsewhere", "KEEP": "1"}
     on = compile_cache.CacheChoice(tmp_path, "").environment(base)
@@ -46,6 +49,7 @@ def test_environment_sets_or_removes_the_jax_variables(tmp_path: Path) -> None:
     assert "JAX_COMPILATION_CACHE_DIR" not in off and off[compile_cache.ENV] == "off"
 
 
+@pytest.mark.jax_independent
 def test_children_write_bytecode_under_the_cache_not_into_the_tree(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     tree = tmp_path / "tree"
@@ -66,6 +70,7 @@ def test_children_write_bytecode_under_the_cache_not_into_the_tree(tmp_path: Pat
     assert off["PYTHONDONTWRITEBYTECODE"] == "1" and "PYTHONPYCACHEPREFIX" not in off
 
 
+@pytest.mark.jax_independent
 def test_an_explicit_unusable_directory_is_a_usage_error(tmp_path: Path) -> None:
     a_file = tmp_path / "file"
     a_file.write_text("not a directory")
@@ -75,6 +80,7 @@ def test_an_explicit_unusable_directory_is_a_usage_error(tmp_path: Path) -> None
         compile_cache.choose(None, {compile_cache.ENV: str(a_file / "below")})
 
 
+@pytest.mark.jax_independent
 def test_an_unusable_default_directory_turns_the_cache_off_with_a_note(tmp_path: Path) -> None:
     blocker = tmp_path / "cache-home"
     blocker.write_text("a file where the cache home should be")
@@ -97,6 +103,7 @@ def test_entries_are_written_whole_and_leave_no_temporary_files(tmp_path: Path) 
     assert sorted(p.name for p in tmp_path.iterdir()) == ["k1-cache"]
 
 
+@pytest.mark.jax_independent
 def test_trim_removes_the_oldest_entries_and_stale_temporaries(tmp_path: Path) -> None:
     for i in range(4):
         entry = tmp_path / f"k{i}-cache"
@@ -192,6 +199,7 @@ def test_every_rank_of_a_multi_process_cell_reads_its_programs_back(tmp_path: Pa
     assert runs[1][0] >= 1 and runs[1][1] >= 1, runs  # the second run: both read their program
 
 
+@pytest.mark.jax_independent
 def test_run_with_an_unusable_cache_directory_says_so_and_exits_2(tmp_path: Path) -> None:
     write_suite(tmp_path, SUITE)
     write_matrix(tmp_path, '[cells.a]\npaths = ["tests"]\n')

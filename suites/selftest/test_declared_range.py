@@ -15,6 +15,9 @@ from packaging.utils import canonicalize_name
 from packaging.version import Version
 from ruamel.yaml import YAML
 
+# the project's declared ranges, scripts and pip's answers: the same on every JAX
+pytestmark = pytest.mark.jax_independent
+
 ROOT = Path(__file__).parents[2]
 PYPROJECT = ROOT / "pyproject.toml"
 WORKFLOW = ROOT / ".github/workflows/ci.yml"

@@ -73,6 +73,7 @@ def test_properties_example_is_a_suite_that_passes(tmp_path: Path) -> None:
     assert "3 passed" in proc.stdout, proc.stdout[-2000:]
 
 
+@pytest.mark.jax_independent
 def test_setup_commands_are_the_ci_scripts() -> None:
     """The two commands the README and the site give are the CI scripts, and CI runs the test one."""
     for text in (README.read_text(), page("index.md"), page("how-to/install.md")):
@@ -81,6 +82,7 @@ def test_setup_commands_are_the_ci_scripts() -> None:
     assert "mkdocs serve" in README.read_text()  # and how to read the site
 
 
+@pytest.mark.jax_independent
 def test_the_readme_links_into_the_site() -> None:
     """Every docs/ page the README links to exists, and the README sends readers to each part."""
     links = re.findall(r"\]\((docs/[^)#]+)", README.read_text())
@@ -91,6 +93,7 @@ def test_the_readme_links_into_the_site() -> None:
         assert any(link.startswith(f"docs/{part}/") for link in links), part
 
 
+@pytest.mark.jax_independent
 def test_every_name_in_api_is_documented_in_the_plugin_guide() -> None:
     """The plugin guide's section on harness.api names every (non-constant) name of the surface."""
     api = importlib.import_module("harness.api")
@@ -100,6 +103,7 @@ def test_every_name_in_api_is_documented_in_the_plugin_guide() -> None:
 
 
 # ------------------------------------------------------------------------------ generated reference
+@pytest.mark.jax_independent
 def test_the_settings_table_is_the_declaration() -> None:
     """The settings page asks for the generated table, and gets the declaration's
     (``xharness config --markdown`` prints the same)."""
@@ -108,6 +112,7 @@ def test_the_settings_table_is_the_declaration() -> None:
     assert settings.markdown_table().rstrip("\n") in HOOK.fill(text)
 
 
+@pytest.mark.jax_independent
 def test_the_exit_codes_table_is_the_declaration() -> None:
     text = page("reference/exit-codes.md")
     assert text.count("<!-- xharness:exit-codes -->") == 1
@@ -123,6 +128,7 @@ def _commands(parser: argparse.ArgumentParser, path: list[str]) -> list[tuple[li
     return found
 
 
+@pytest.mark.jax_independent
 def test_the_cli_reference_has_every_command_and_option() -> None:
     """Every subcommand and sub-subcommand of ``harness.cli.build_parser()`` has its section, with
     its usage and every option it takes, on the command-line page."""
@@ -144,12 +150,14 @@ def test_the_cli_reference_has_every_command_and_option() -> None:
                     assert f"<code>{option}" in section or f", {option}" in section, (path, option)
 
 
+@pytest.mark.jax_independent
 def test_an_unknown_placeholder_fails_the_build() -> None:
     with pytest.raises(HOOK.UnknownPlaceholder, match="no such generated table"):
         HOOK.fill("<!-- xharness:commands -->\n")
 
 
 # ------------------------------------------------------------------------------ the API reference
+@pytest.mark.jax_independent
 def test_the_api_page_renders_harness_api() -> None:
     assert re.search(r"^::: harness\.api$", page("reference/api.md"), re.MULTILINE)
 
@@ -159,6 +167,7 @@ def _documented(doc: str | None) -> str:
     return doc
 
 
+@pytest.mark.jax_independent
 def test_every_adapter_operation_says_its_meaning_arguments_and_errors() -> None:
     """Each operation of the protocol (``Adapter``) and each operation ``BaseAdapter`` adds says
     what it means (a summary line), names every argument under ``Args:``, says what it returns or
@@ -190,6 +199,7 @@ def test_every_adapter_operation_says_its_meaning_arguments_and_errors() -> None
                     f"{where}: Raises: must name Unsupported and {lacks.group(1)}"
 
 
+@pytest.mark.jax_independent
 def test_every_field_of_the_plugin_records_is_described() -> None:
     """Every field of ``Context``, ``Needs``, ``Scenario``, ``Signature``, ``Invariant`` and
     ``CellShape`` has a description the API reference renders: a ``#:`` comment above it, or a
@@ -213,6 +223,7 @@ def test_every_field_of_the_plugin_records_is_described() -> None:
         assert not undescribed, f"{name}: fields without a description: {undescribed}"
 
 
+@pytest.mark.jax_independent
 def test_the_comment_reader_finds_a_field_without_one(tmp_path: Path) -> None:
     """The extension reads ``#:`` above and a trailing comment, skips pragmas, and leaves a field
     without either undocumented (so the test above can fail)."""
@@ -236,6 +247,7 @@ def _build(config_dir: Path, site: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.jax_independent
 def test_the_site_builds_strictly_with_every_api_name(tmp_path: Path) -> None:
     done = _build(ROOT, tmp_path / "site")
     assert done.returncode == 0, done.stderr[-4000:]
@@ -246,6 +258,7 @@ def test_the_site_builds_strictly_with_every_api_name(tmp_path: Path) -> None:
     assert not missing, f"the API reference does not render {missing}"
 
 
+@pytest.mark.jax_independent
 def test_a_broken_link_or_an_unknown_name_fails_the_strict_build(tmp_path: Path) -> None:
     """The proof that the strict build can fail: a copy of the site with a link to a page that does
     not exist and a reference to an API name that does not exist."""

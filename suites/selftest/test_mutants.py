@@ -79,6 +79,7 @@ needs_git = pytest.mark.skipif(
 # ---------------------------------------------------------------- the patches
 
 
+@pytest.mark.jax_independent
 def test_there_are_enough_mutants_spanning_every_category() -> None:
     headers = [_runner().read_header(p) for p in PATCHES]
     assert len(PATCHES) >= 8, f"only {len(PATCHES)} mutants in {MUTANTS}"
@@ -86,6 +87,7 @@ def test_there_are_enough_mutants_spanning_every_category() -> None:
     assert not missing, f"no mutant in categories {sorted(missing)}"
 
 
+@pytest.mark.jax_independent
 def test_names_and_numbers_are_unique() -> None:
     stems = [p.stem for p in PATCHES]
     assert all(re.fullmatch(r"\d\d-[a-z0-9]+(-[a-z0-9]+)*", s) for s in stems), stems
@@ -95,6 +97,7 @@ def test_names_and_numbers_are_unique() -> None:
     assert len(set(names)) == len(names), f"names used twice: {names}"
 
 
+@pytest.mark.jax_independent
 @pytest.mark.parametrize("patch", PATCHES, ids=[p.stem for p in PATCHES])
 def test_header_fields(patch: Path) -> None:
     fields = _runner().read_header(patch)
@@ -115,6 +118,7 @@ def test_header_fields(patch: Path) -> None:
     )
 
 
+@pytest.mark.jax_independent
 @pytest.mark.parametrize("patch", PATCHES, ids=[p.stem for p in PATCHES])
 def test_mutants_touch_only_the_runtime(patch: Path) -> None:
     paths = re.findall(r"^diff --git a/(\S+) b/(\S+)$", patch.read_text(), re.M)
@@ -123,6 +127,7 @@ def test_mutants_touch_only_the_runtime(patch: Path) -> None:
         assert a == b and a.startswith("harness/runtime/"), f"{patch.name}: touches {a} -> {b}"
 
 
+@pytest.mark.jax_independent
 @needs_git
 def test_every_patch_applies_to_the_current_tree() -> None:
     """``git apply --check`` reads the working tree and writes nothing."""
@@ -136,6 +141,7 @@ def test_every_patch_applies_to_the_current_tree() -> None:
     assert not stale, f"stale mutants (refresh them against the runtime): {stale}"
 
 
+@pytest.mark.jax_independent
 def test_declared_mutants_exist_and_failure_paths_are_declared() -> None:
     """``Invariant.mutants`` names patches that exist, and every failure-path mutant is named by
     some invariant: ``xharness teeth`` shows them, ``ci/mutants.py`` runs them."""
@@ -150,6 +156,7 @@ def test_declared_mutants_exist_and_failure_paths_are_declared() -> None:
     assert not unclaimed, f"mutants no invariant declares in its mutants: {unclaimed}"
 
 
+@pytest.mark.jax_independent
 def test_teeth_lists_the_mutants_a_check_declares() -> None:
     """``xharness teeth`` names them under its table (and in its JSON) without running them."""
     from harness.properties import FAILURE_SAFETY
@@ -161,6 +168,7 @@ def test_teeth_lists_the_mutants_a_check_declares() -> None:
     assert output.to_json(run)["checks"][0]["mutants"] == list(FAILURE_SAFETY.mutants)
 
 
+@pytest.mark.jax_independent
 def test_readme_lists_every_mutant() -> None:
     readme = (MUTANTS / "README.md").read_text()
     missing = [p.stem for p in PATCHES if p.stem not in readme]
@@ -180,6 +188,7 @@ def _run(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.jax_independent
 @needs_git
 @pytest.mark.parametrize(
     "args",
@@ -198,12 +207,14 @@ def test_usage_errors_exit_2(args: tuple[str, ...]) -> None:
     assert "baseline" not in proc.stderr, "a usage error must stop before anything runs"
 
 
+@pytest.mark.jax_independent
 @needs_git
 def test_no_patches_is_a_usage_error(tmp_path: Path) -> None:
     proc = _run("--mutants-dir", str(tmp_path))
     assert proc.returncode == 2 and "no mutant patches" in proc.stderr
 
 
+@pytest.mark.jax_independent
 def test_killing_test_is_read_from_the_summary() -> None:
     out = "....F\n=== short summary ===\nFAILED suites/a.py::test_b[x-1] - AssertionError: no\n"
     assert _runner().killing_test(out) == "suites/a.py::test_b[x-1]"
@@ -211,6 +222,7 @@ def test_killing_test_is_read_from_the_summary() -> None:
     assert _runner().killing_test("1 passed\n") == ""
 
 
+@pytest.mark.jax_independent
 def test_a_run_that_imported_another_harness_is_refused(tmp_path: Path) -> None:
     runner = _runner()
     copy = tmp_path / "tree"

@@ -16,7 +16,7 @@ from harness import cli, project
 from harness.exits import EXIT_USAGE
 from harness.matrix.startup_error import pytest_error_line
 
-pytestmark = pytest.mark.cell_independent
+pytestmark = [pytest.mark.cell_independent, pytest.mark.jax_independent]
 BROKEN = '[project]\nname = "shardjax"\nversion = 0.1.0\n'
 
 

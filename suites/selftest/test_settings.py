@@ -15,7 +15,7 @@ import pytest
 
 from harness import cli, settings
 
-pytestmark = pytest.mark.cell_independent
+pytestmark = [pytest.mark.cell_independent, pytest.mark.jax_independent]
 ROOT = Path(__file__).resolve().parents[2]
 
 

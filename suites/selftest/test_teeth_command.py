@@ -140,6 +140,7 @@ def test_table_with_undeclared_pairs(tmp_path: Path, capsys) -> None:
     assert cases["teeth/unhashable-spec::lost-sharding"].properties["declared"] == "false"
 
 
+@pytest.mark.jax_independent
 @pytest.mark.parametrize(
     ("args", "named"),
     [
@@ -214,6 +215,7 @@ def test_a_hung_child_is_stopped_and_recorded(tmp_path: Path, capsys) -> None:
     assert (case.final.outcome, case.final.kind) == (ERROR, KIND_TIMEOUT)
 
 
+@pytest.mark.jax_independent
 def test_a_pair_the_topology_cannot_host_is_skipped_not_passed(tmp_path: Path, capsys) -> None:
     code, out, _ = teeth(
         capsys, "--checks", "sharding-preservation", "--devices", "1", "--out", str(tmp_path)

@@ -131,6 +131,7 @@ def test_a_rank_lost_with_its_node_inside_an_allocation_is_blamed_on_the_node(
     _nothing_left(fake_cluster)
 
 
+@pytest.mark.jax_independent
 def test_a_rank_whose_end_is_read_after_the_launchers_is_described_by_its_own_word(tmp_path: Path) -> None:
     """The launcher ended first, so the watchdog took the rank for lost (SIGKILL); its parent's
     ``exit`` event landed after (the rank aborted when its peers went): the record says how it
@@ -171,6 +172,7 @@ def test_a_rank_whose_end_is_read_after_the_launchers_is_described_by_its_own_wo
     assert launch.describe_end(lost).endswith("and the mpi launcher died on SIGKILL (Killed)")
 
 
+@pytest.mark.jax_independent
 @pytest.mark.parametrize(("word", "blamed"), [("down*", 1), ("drain", 1), ("fail", 1), ("idle", 0), ("mix", 0)])
 def test_a_rank_on_a_node_the_scheduler_lists_down_is_blamed_though_a_peer_ended_first(
         fake_cluster: Path, tmp_path: Path, word: str, blamed: int) -> None:
@@ -208,6 +210,7 @@ def test_a_rank_on_a_node_the_scheduler_lists_down_is_blamed_though_a_peer_ended
     assert launch.scheduler_cause() == "the scheduler ended job 4242: NODE_FAIL (reason NodeDown, nodes fake1,fake2)"
 
 
+@pytest.mark.jax_independent
 def test_among_ranks_that_ended_the_first_to_end_is_blamed_and_one_that_wrote_nothing_before_all(
         tmp_path: Path) -> None:
     """Outside a scheduler's verdict: the launcher ended the peers of the rank that ended badly, so
@@ -238,6 +241,7 @@ def test_among_ranks_that_ended_the_first_to_end_is_blamed_and_one_that_wrote_no
     assert launch.blame([*ranks, lost], 3.0).rank == 3
 
 
+@pytest.mark.jax_independent
 @pytest.mark.parametrize(("log", "job"), [
     ("srun: job 77 has been allocated resources\n", "77"),
     ("srun: job 41 queued and waiting for resources\nsrun: job 41 has been allocated resources\n", "41"),
@@ -260,6 +264,7 @@ def test_before_any_rank_says_its_job_the_job_is_read_from_what_srun_printed(tmp
     assert launch.job_id() == job
 
 
+@pytest.mark.jax_independent
 def test_with_no_job_known_the_scheduler_is_not_asked(fake_cluster: Path, tmp_path: Path) -> None:
     """Before srun said its job and before any rank said it, there is nothing to ask the
     controller about: asking it of no job would only risk another job's answer."""
@@ -294,6 +299,7 @@ def test_a_launcher_cell_of_one_rank_runs_it_as_one_task(fake_cluster: Path, tmp
     assert record.properties["rank-hosts"] == "0:fake1", record.properties
 
 
+@pytest.mark.jax_independent
 def test_a_launched_rank_ends_as_its_exit_event_says_even_one_read_after_the_launcher_ended(
         tmp_path: Path) -> None:
     """A rank the launcher started is no child of the supervisor: it is running until its parent's
@@ -368,6 +374,7 @@ def _job(state: Path, job_state: str) -> None:
         {"id": "4242", "name": "job", "nodes": "fake1,fake2", "state": job_state, "pids": []}))
 
 
+@pytest.mark.jax_independent
 def test_a_node_drained_under_a_job_that_failed_by_itself_is_not_blamed(fake_cluster: Path,
                                                                         tmp_path: Path) -> None:
     """An administrator drains a node for maintenance: it runs its jobs on, and the scheduler
@@ -387,6 +394,7 @@ def test_a_node_drained_under_a_job_that_failed_by_itself_is_not_blamed(fake_clu
     assert launch.blame([first, second], 3.0) is first
 
 
+@pytest.mark.jax_independent
 def test_a_one_rank_job_that_lost_its_node_blames_its_rank(fake_cluster: Path, tmp_path: Path) -> None:
     """A launcher cell of one rank whose node fails: that rank, on the node the scheduler lists
     down, is blamed, and the scheduler's word is its record's."""
@@ -404,6 +412,7 @@ def test_a_one_rank_job_that_lost_its_node_blames_its_rank(fake_cluster: Path, t
                                                "nodes fake1,fake2)")
 
 
+@pytest.mark.jax_independent
 def test_the_schedulers_word_that_comes_after_the_first_death_outranks_it(fake_cluster: Path,
                                                                            tmp_path: Path) -> None:
     """A node fails: srun ends the peers on the other nodes, whose ends the watchdog sees first,
@@ -443,6 +452,7 @@ def test_the_schedulers_word_that_comes_after_the_first_death_outranks_it(fake_c
     assert result.ranks[0].identity["end"].startswith("on fake1 (job 4242.0) was lost")
 
 
+@pytest.mark.jax_independent
 def test_the_launcher_runs_in_the_cells_directory_with_no_input_and_every_word_in_its_log(
         tmp_path: Path) -> None:
     """What the launcher says (srun's allocation lines, mpirun's errors) is the only trace of a
@@ -491,6 +501,7 @@ def _sleeper(child_pid: Path) -> subprocess.Popen[bytes]:
     return subprocess.Popen(_sleeper_argv(child_pid), start_new_session=True)
 
 
+@pytest.mark.jax_independent
 @pytest.mark.parametrize("sig", [signal.SIGUSR1, signal.SIGTERM, signal.SIGKILL])
 def test_a_signal_for_slurm_ranks_goes_to_their_step_and_only_a_kill_to_the_launcher_too(
         fake_cluster: Path, tmp_path: Path, sig: int) -> None:
@@ -530,6 +541,7 @@ def test_a_signal_for_slurm_ranks_goes_to_their_step_and_only_a_kill_to_the_laun
             proc.wait()
 
 
+@pytest.mark.jax_independent
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL])
 def test_mpirun_started_in_a_group_of_its_own_is_sent_the_signals_and_a_kill_ends_its_group(
         tmp_path: Path, sig: int) -> None:
@@ -568,6 +580,7 @@ def test_mpirun_started_in_a_group_of_its_own_is_sent_the_signals_and_a_kill_end
         launcher.wait()
 
 
+@pytest.mark.jax_independent
 def test_the_schedulers_word_is_read_before_the_sweep_cancels_the_job(fake_cluster: Path, tmp_path: Path) -> None:
     """The scheduler requeued the job when its node went (its step's ranks lost with it); the
     sweep's own cancel then makes it CANCELLED. The record keeps what the scheduler did, not what
@@ -586,6 +599,7 @@ def test_the_schedulers_word_is_read_before_the_sweep_cancels_the_job(fake_clust
                                         "nodes fake1,fake2)")
 
 
+@pytest.mark.jax_independent
 def test_the_sweep_cancels_the_job_on_its_own_cluster_and_waits_until_it_is_listed_no_more(
         fake_cluster: Path, tmp_path: Path) -> None:
     """The next launch must not meet this one's job: the sweep cancels it (by its unique name, on
@@ -617,6 +631,7 @@ def test_the_sweep_cancels_the_job_on_its_own_cluster_and_waits_until_it_is_list
         straggler.wait()
 
 
+@pytest.mark.jax_independent
 def test_the_sweep_kills_the_ranks_left_on_this_machine_and_no_process_of_another(tmp_path: Path) -> None:
     """mpirun killed leaves its ranks on this machine running: the sweep kills their groups. A
     rank that said another machine's name is that machine's: its pid means nothing here, and
@@ -673,6 +688,7 @@ def test_a_crash_after_a_timed_out_launch_is_judged_by_its_own_stacks(fake_clust
     assert "time limit" not in exited.message, exited.message
 
 
+@pytest.mark.jax_independent
 def test_a_controller_that_does_not_answer_is_not_waited_for(fake_cluster: Path, tmp_path: Path,
                                                               monkeypatch: pytest.MonkeyPatch) -> None:
     """A scheduler command is bounded: a controller that hangs leaves the record without the
@@ -694,6 +710,7 @@ def test_a_controller_that_does_not_answer_is_not_waited_for(fake_cluster: Path,
     assert launch.scheduler_cause().startswith("the scheduler ended job 4242: TIMEOUT")
 
 
+@pytest.mark.jax_independent
 @pytest.mark.parametrize("command", [["salloc", "-N2", "mpirun", "true"], ["mpirun", "-np", "2", "true"]])
 def test_mpirun_in_an_allocation_of_its_own_has_it_cancelled_and_alone_nothing(
         fake_cluster: Path, tmp_path: Path, command: list[str]) -> None:

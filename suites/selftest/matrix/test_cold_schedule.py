@@ -19,7 +19,7 @@ from harness.matrix.supervisor import RunSettings
 from harness.report.junit import write_cell_xml
 from harness.report.records import Attempt, TestRecord
 
-pytestmark = pytest.mark.cell_independent
+pytestmark = [pytest.mark.cell_independent, pytest.mark.jax_independent]
 ROOT = Path(__file__).resolve().parents[3]
 
 

@@ -21,6 +21,7 @@ def _write(tmp_path: Path, text: str) -> Path:
     return path
 
 
+@pytest.mark.jax_independent
 def test_shipped_matrix_has_the_designed_cells() -> None:
     matrix = load_matrix(SHIPPED)
     cells = matrix.cells
@@ -34,6 +35,7 @@ def test_shipped_matrix_has_the_designed_cells() -> None:
     assert matrix.root == ROOT
 
 
+@pytest.mark.jax_independent
 def test_cell_environment_fixes_the_topology_before_jax_starts() -> None:
     cells = load_matrix(SHIPPED).cells
     env = cells["cpu-2slice"].environment("reference")
@@ -45,6 +47,7 @@ def test_cell_environment_fixes_the_topology_before_jax_starts() -> None:
     assert cells["cpu-8"].environment()["HARNESS_DISABLE_FUNCTIONALIZATION"] == "0"
 
 
+@pytest.mark.jax_independent
 def test_defaults_apply_and_runtime_options_merge(tmp_path: Path) -> None:
     path = _write(tmp_path, """
         [defaults]
@@ -62,6 +65,7 @@ def test_defaults_apply_and_runtime_options_merge(tmp_path: Path) -> None:
     assert cell.environment()["HARNESS_PARAM_ALIASING"] == "0"
 
 
+@pytest.mark.jax_independent
 def test_a_cell_declares_its_matmul_precision_and_its_process_runs_under_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -96,6 +100,7 @@ def test_a_cell_declares_its_matmul_precision_and_its_process_runs_under_it(
     assert not any("matmul_precision" in c.runtime for c in load_matrix(SHIPPED).cells.values())
 
 
+@pytest.mark.jax_independent
 def test_a_default_matmul_precision_applies_to_every_cell(tmp_path: Path) -> None:
     path = _write(tmp_path, """
         [defaults]
@@ -144,6 +149,7 @@ BAD = [
 ]
 
 
+@pytest.mark.jax_independent
 @pytest.mark.parametrize(("text", "line", "field", "words"), BAD, ids=[b[2] + f"-{i}" for i, b in enumerate(BAD)])
 def test_impossible_cells_are_rejected_with_line_and_field(
     tmp_path: Path, text: str, line: int | None, field: str, words: str
@@ -157,6 +163,7 @@ def test_impossible_cells_are_rejected_with_line_and_field(
     assert words in str(error) and str(path) in str(error)
 
 
+@pytest.mark.jax_independent
 def test_syntax_error_names_the_line(tmp_path: Path) -> None:
     path = tmp_path / "matrix.toml"
     path.write_text("[cells.a]\ndevices = 1\n\n[cells.b\ndevices = 2\n")
@@ -166,6 +173,7 @@ def test_syntax_error_names_the_line(tmp_path: Path) -> None:
     assert f"{path}:4:" in str(caught.value)
 
 
+@pytest.mark.jax_independent
 def test_unknown_cell_is_named(tmp_path: Path) -> None:
     matrix: Matrix = load_matrix(SHIPPED)
     with pytest.raises(MatrixError, match="unknown cell 'cpu-99'"):
@@ -174,6 +182,7 @@ def test_unknown_cell_is_named(tmp_path: Path) -> None:
 
 
 # -- the commands ----------------------------------------------------------------------------------
+@pytest.mark.jax_independent
 def test_cells_json_shape() -> None:
     proc = xharness("cells", "--json", cwd=ROOT, timeout=60)
     assert proc.returncode == 0, proc.stderr
@@ -190,6 +199,7 @@ def test_cells_json_shape() -> None:
         assert "GPU" in by_name["gpu"]["reason"]
 
 
+@pytest.mark.jax_independent
 def test_cells_table_lists_every_cell() -> None:
     proc = xharness("cells", cwd=ROOT, timeout=60)
     assert proc.returncode == 0, proc.stderr
@@ -197,6 +207,7 @@ def test_cells_table_lists_every_cell() -> None:
     assert names == list(load_matrix(SHIPPED).cells)
 
 
+@pytest.mark.jax_independent
 @pytest.mark.parametrize(
     ("args", "words"),
     [
@@ -212,6 +223,7 @@ def test_run_usage_errors_exit_2(tmp_path: Path, args: list[str], words: str) ->
     assert not (tmp_path / "out").exists()  # nothing ran
 
 
+@pytest.mark.jax_independent
 def test_malformed_matrix_exits_2_with_its_line(tmp_path: Path) -> None:
     path = _write(tmp_path, """
         [cells.a]
@@ -266,6 +278,7 @@ def _invariants_marked_options_independent() -> list:
 SETS_OPTIONS = _invariants_marked_options_independent()
 
 
+@pytest.mark.jax_independent
 def test_some_invariants_are_marked_options_independent() -> None:
     assert len(SETS_OPTIONS) >= 5, [i.id for i in SETS_OPTIONS]
 
@@ -288,6 +301,7 @@ def test_invariants_marked_options_independent_draw_both_options(invariant) -> N
         flipped["functionalization"], flipped["param_aliasing"])
 
 
+@pytest.mark.jax_independent
 def test_the_launcher_cells_parse_and_keep_their_site_options(tmp_path: Path) -> None:
     cells = load_matrix(ROOT / "ci" / "launchers.toml").cells
     assert {c.launcher for c in cells.values()} == {"slurm", "mpi"}

@@ -9,6 +9,7 @@ from __future__ import annotations
 import signal
 from pathlib import Path
 
+import pytest
 from matrix_helpers import run_matrix, write_matrix, write_suite
 
 from harness.report.records import (
@@ -126,10 +127,11 @@ def test_each_crash_kind_is_recorded_and_the_rest_of_the_cell_runs(tmp_path: Pat
     assert (result.out / "junit.xml").exists() and (result.out / "index.html").exists()
 
 
+@pytest.mark.jax_independent  # a test of plain Python, the compile cache off
 def test_a_cell_that_cannot_start_or_selects_nothing_still_has_a_record(tmp_path: Path) -> None:
     write_suite(tmp_path, {"tests/test_ok.py": "def test_ok():\n    pass\n"})
     write_matrix(tmp_path, MATRIX)
-    broken = run_matrix(tmp_path, "--", "--no-such-flag")
+    broken = run_matrix(tmp_path, "--compile-cache", "off", "--", "--no-such-flag")
     assert broken.returncode == 1
     (record,) = broken.records("c2").values()
     assert (record.classname, record.name, record.file) == ("xharness", "startup", "matrix.toml")
@@ -137,6 +139,6 @@ def test_a_cell_that_cannot_start_or_selects_nothing_still_has_a_record(tmp_path
     assert "unrecognized arguments: --no-such-flag" in record.final.stderr
     assert record.properties["repro"].endswith("--cells c2 -- tests --no-such-flag")
 
-    empty = run_matrix(tmp_path, "--", "-k", "no_such_test")
+    empty = run_matrix(tmp_path, "--compile-cache", "off", "--", "-k", "no_such_test")
     assert empty.returncode == 1
     assert [r.name for r in empty.records("c2").values()] == ["no-tests"]

@@ -7,9 +7,13 @@ import json
 import re
 from pathlib import Path
 
+import pytest
 from matrix_helpers import run_matrix, write_matrix, write_suite
 
 from harness.matrix.progress import Progress
+
+# a suite of plain Python tests, the compile cache off: the same on every JAX
+pytestmark = pytest.mark.jax_independent
 
 SUITE = {
     "tests/test_mixed.py": '''

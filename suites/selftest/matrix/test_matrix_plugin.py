@@ -65,6 +65,7 @@ def marked(tmp_path: Path) -> Path:
     return tmp_path
 
 
+@pytest.mark.jax_independent
 @pytest.mark.parametrize(
     ("environ", "chosen"),
     [
@@ -112,6 +113,7 @@ def test_fixtures_in_this_process(devices: list[object], mesh: object, runtime: 
     assert runtime.__name__ == "harness.runtime"  # type: ignore[attr-defined]
 
 
+@pytest.mark.jax_independent
 def test_bad_marker_argument_is_a_usage_error(tmp_path: Path) -> None:
     (tmp_path / "test_bad.py").write_text("import pytest\n\n@pytest.mark.devices('eight')\ndef test_x():\n    pass\n")
     proc = _pytest(tmp_path)
@@ -119,6 +121,7 @@ def test_bad_marker_argument_is_a_usage_error(tmp_path: Path) -> None:
     assert "needs a positive integer" in proc.stdout + proc.stderr
 
 
+@pytest.mark.jax_independent
 def test_time_limit_outside_the_supervisor_dumps_stacks_and_exits(tmp_path: Path) -> None:
     (tmp_path / "test_slow.py").write_text("import time\n\ndef test_ok():\n    pass\n\ndef test_slow():\n    time.sleep(60)\n")
     proc = _pytest(tmp_path, "--xharness-timeout", "1.5")

@@ -5,9 +5,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from matrix_helpers import run_matrix, write_matrix, write_suite
 
 from harness.report.records import ERROR, FAILED, FLAKY, KIND_SIGNAL, PASSED
+
+# a suite of plain Python tests, the compile cache off: the same on every JAX
+pytestmark = pytest.mark.jax_independent
 
 SUITE = {
     "tests/test_flaky.py": '''
@@ -56,7 +60,7 @@ def _setup(tmp_path: Path) -> None:
 
 def test_reruns_classify_flaky_and_failed(tmp_path: Path) -> None:
     _setup(tmp_path)
-    result = run_matrix(tmp_path, "--reruns", "2")
+    result = run_matrix(tmp_path, "--reruns", "2", "--compile-cache", "off")
     assert result.returncode == 1, result.stdout + result.stderr
     records = {n.rsplit("::", 1)[1]: r for n, r in result.records("one").items()}
     assert records["test_steady"].classification == PASSED and len(records["test_steady"].attempts) == 1
@@ -78,7 +82,7 @@ def test_reruns_classify_flaky_and_failed(tmp_path: Path) -> None:
 
 def test_only_flaky_failures_exit_0_and_pytest_args_pass_through(tmp_path: Path) -> None:
     _setup(tmp_path)
-    result = run_matrix(tmp_path, "--reruns", "1", "--", "-k", "not always")
+    result = run_matrix(tmp_path, "--reruns", "1", "--compile-cache", "off", "--", "-k", "not always")
     assert result.returncode == 0, result.stdout + result.stderr
     records = result.records("one")
     assert len(records) == 3

@@ -21,7 +21,7 @@ from harness.matrix.supervisor import RunSettings
 from harness.report import properties as prop
 from harness.report.records import ERROR, FAILED, PASSED, SKIPPED
 
-pytestmark = pytest.mark.cell_independent
+pytestmark = [pytest.mark.cell_independent, pytest.mark.jax_independent]
 
 SUITE = {"tests/test_two.py": "def test_a():\n    pass\n\n\ndef test_b():\n    assert 1 == 2\n"}
 CPU_CELL = """

@@ -32,6 +32,7 @@ def site(tmp_path: Path) -> Path:
     }, {"plug_pkg.scen": REFERENCE_SCENARIO})
 
 
+@pytest.mark.jax_independent
 def test_list_survives_a_broken_plugin_and_shows_origins(site: Path) -> None:
     done = _xharness(site, "list", "--json")
     assert done.returncode == 0, done.stderr
@@ -48,6 +49,7 @@ def test_list_survives_a_broken_plugin_and_shows_origins(site: Path) -> None:
     assert "cannot import plug_ghost.adapter" in runtimes.stderr and "ghost" not in runtimes.stdout
 
 
+@pytest.mark.jax_independent
 def test_a_command_that_needs_a_broken_plugin_exits_2_naming_it(site: Path, tmp_path: Path) -> None:
     done = _xharness(site, "repro", "plug-broken")
     assert done.returncode == 2
@@ -59,6 +61,7 @@ def test_a_command_that_needs_a_broken_plugin_exits_2_naming_it(site: Path, tmp_
     assert "plug-dist 1.2.3 (xharness.runtimes: ghost = plug_ghost.adapter:Ghost)" in run.stderr, run.stderr
 
 
+@pytest.mark.jax_independent
 def test_repro_refuses_while_another_item_of_the_plugin_is_broken(site: Path) -> None:
     """The scenario asked for loads, but its distribution's other items do not: a run that
     leaves them out cannot be trusted, so nothing runs."""

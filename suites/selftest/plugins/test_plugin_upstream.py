@@ -158,6 +158,7 @@ def test_a_plugins_trigger_becomes_its_ready_to_file_report(tmp_path: Path) -> N
     assert ran.returncode == 1 and "SplitLost: marked split over 4 devices" in ran.stderr, ran.stderr
 
 
+@pytest.mark.jax_independent
 @pytest.mark.parametrize(("value", "cause"), [
     ("plug_shard.scen:NOT_TRIGGERS", "plug_shard.scen:NOT_TRIGGERS is a int, not a tuple of harness.api.Reproducer"),
     ("plug_shard.missing:UPSTREAM", "cannot import plug_shard.missing"),
@@ -170,6 +171,7 @@ def test_a_broken_registration_stops_the_report_naming_it(tmp_path: Path, value:
     assert not (tmp_path / "reports").exists()
 
 
+@pytest.mark.jax_independent
 def test_a_runtime_without_triggers_is_told_how_to_register_them(tmp_path: Path) -> None:
     site = _site(tmp_path, "plug_shard.scen:UPSTREAM")
     done = _report(site, tmp_path, "shardjax-lost-split", "--runtime", "reference")
@@ -189,6 +191,7 @@ def plugged(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
         del sys.modules[name]
 
 
+@pytest.mark.jax_independent
 @pytest.mark.parametrize(("attr", "cause"), [
     ("OTHER_RUNTIME", "is for runtime 'jax', registered as 'shardjax': they must agree"),
     ("UNKNOWN_SCENARIO", "the trigger no-such-scenario:v names no registered scenario"),
@@ -202,6 +205,7 @@ def test_a_trigger_is_checked_against_its_entry_point(plugged: None, attr: str, 
     assert why is not None and cause in why
 
 
+@pytest.mark.jax_independent
 def test_the_harness_own_triggers_register_through_the_same_group() -> None:
     from harness.scenarios import triggers
 
@@ -273,6 +277,7 @@ def test_a_plugins_own_finding_reaches_its_report_and_the_findings_list(tmp_path
     assert "slurm-jobs-4096-apart|jax|" in listed.stdout
 
 
+@pytest.mark.jax_independent
 def test_a_finding_registered_for_another_runtime_is_a_broken_plugin(tmp_path: Path) -> None:
     site = _site(tmp_path, "plug_shard.scen:UPSTREAM", "plug_shard.scen:WRONG_RUNTIME_FINDINGS")
     code = "from harness.scenarios.known_findings import plugin_findings; print(len(plugin_findings()))"
@@ -283,6 +288,7 @@ def test_a_finding_registered_for_another_runtime_is_a_broken_plugin(tmp_path: P
             "the finding 'x' is of runtime 'jax', registered as 'shardjax': they must agree") in done.stderr
 
 
+@pytest.mark.jax_independent
 def test_a_plugins_finding_over_a_table_that_cannot_be_read_is_a_clear_error(tmp_path: Path) -> None:
     """The dashboard lists a plugin's findings with the releases of its project's table: a table
     that is missing is the user's error, named, not a traceback."""

@@ -23,6 +23,7 @@ def _write(path: Path, text: str) -> Path:
     return path
 
 
+@pytest.mark.jax_independent
 def test_the_nearest_configuration_is_found(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("XHARNESS_PROJECT", raising=False)
     _write(tmp_path / "pyproject.toml", '[tool.xharness]\nreports = "out"\n')
@@ -39,6 +40,7 @@ def test_the_nearest_configuration_is_found(tmp_path: Path, monkeypatch: pytest.
     assert project.load(deep).path == (tmp_path / "pyproject.toml").resolve()
 
 
+@pytest.mark.jax_independent
 def test_no_configuration_means_the_current_directory_and_the_starter_cells(tmp_path: Path,
                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("XHARNESS_PROJECT", raising=False)
@@ -53,6 +55,7 @@ def test_no_configuration_means_the_current_directory_and_the_starter_cells(tmp_
     assert all(c.paths == ("t",) for c in project_matrix(project.load(tmp_path)).cells.values())
 
 
+@pytest.mark.jax_independent
 def test_inline_cells_run_over_the_projects_testpaths(tmp_path: Path) -> None:
     (tmp_path / "tests").mkdir()
     config = _write(tmp_path / "pyproject.toml", '[tool.xharness]\ntestpaths = ["tests"]\nruntime = "reference"\n'
@@ -64,6 +67,7 @@ def test_inline_cells_run_over_the_projects_testpaths(tmp_path: Path) -> None:
         ("one", 1, ("tests",)), ("four", 4, ("tests",))]
 
 
+@pytest.mark.jax_independent
 @pytest.mark.parametrize(("text", "key", "says"), [
     ('[tool.xharness]\ntestpath = ["t"]\n', "tool.xharness.testpath", "unknown key (accepted: testpaths:"),
     ('[tool.xharness]\ntestpaths = "tests"\n', "tool.xharness.testpaths", "must be a non-empty list of paths"),
@@ -89,6 +93,7 @@ def test_each_malformed_key_is_named_with_its_file_and_line(tmp_path: Path, text
     assert caught.value.line is not None  # every key above is on a line of its own
 
 
+@pytest.mark.jax_independent
 def test_invalid_toml_and_bad_cell_fields(tmp_path: Path) -> None:
     broken = _write(tmp_path / "a" / "xharness.toml", "reports = \"r\"\nbad line\n")
     with pytest.raises(project.ProjectError, match=r"xharness.toml:\d+:\d+: not valid TOML"):
@@ -104,6 +109,7 @@ def _xharness(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
                           cwd=cwd, env=env, timeout=300)
 
 
+@pytest.mark.jax_independent
 @pytest.mark.own_process
 def test_a_malformed_configuration_stops_every_command_with_exit_2(tmp_path: Path) -> None:
     _write(tmp_path / "pyproject.toml", '[tool.xharness]\nrepports = "r"\n')

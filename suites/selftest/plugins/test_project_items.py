@@ -145,6 +145,7 @@ def test_an_import_error_in_a_plugin_module_stops_run_and_fails_plain_pytest(tmp
 MISSPELLED = REFERENCE_SCENARIO.replace('"plug_pkg.scen:Seen"', '"plug_pkg.scen:Sene"')
 
 
+@pytest.mark.jax_independent
 def test_a_signature_naming_no_class_is_a_broken_plugin_at_load(tmp_path: Path) -> None:
     root = _project(tmp_path / "repo", {"plug-seen": "plug_pkg.scen:SCENARIO"}, {"plug_pkg.scen": MISSPELLED})
     done = _xharness(root, "run")
@@ -157,6 +158,7 @@ def test_a_signature_naming_no_class_is_a_broken_plugin_at_load(tmp_path: Path) 
     assert shown.returncode == 0 and "1 broken:" in shown.stdout and "has no Sene" in shown.stdout
 
 
+@pytest.mark.jax_independent
 def test_an_adapter_derived_from_base_adapter_is_told_what_it_lacks() -> None:
     from harness import api
 
@@ -179,6 +181,7 @@ def test_an_adapter_derived_from_base_adapter_is_told_what_it_lacks() -> None:
     assert "derive it from harness.api.BaseAdapter" in (adapters.check_adapter_class(entry, Bare) or "")
 
 
+@pytest.mark.jax_independent
 def test_config_names_the_runtime_under_test_and_where_it_came_from(tmp_path: Path) -> None:
     root = _project(tmp_path / "repo", {"plug-seen": "plug_pkg.scen:SCENARIO"}, {"plug_pkg.scen": REFERENCE_SCENARIO})
     shown = _xharness(root, "config")
