@@ -32,7 +32,7 @@ from typing import Any
 
 from harness.adapters.base import Unsupported
 from harness.backends import platform_backend
-from harness.scenarios import expected
+from harness.scenarios import expected, warm_fork
 from harness.scenarios.base import InvariantViolation, Signature
 from harness.scenarios.known_findings import names as finding_names
 from harness.scenarios.reproducer import (
@@ -855,31 +855,22 @@ def run_variant(rep: Reproducer, python: str | None = None, timeout: float = DEF
     """Run one variant in a fresh process of ``python`` (default: this interpreter) and judge
     what came back: its result line, or its death (signal, exit code, hang)."""
     python = python or sys.executable
-    cmd = [python, "-m", __name__, rep.scenario, rep.variant, "--timeout", str(timeout)]
+    args = [rep.scenario, rep.variant, "--timeout", str(timeout)]
     started = time.monotonic()
     base = VariantOutcome(rep.scenario, rep.variant, FAILED, command=command_line(rep, python))
-    # its own process group: a variant that hangs or dies takes what it started with it
-    proc = subprocess.Popen(cmd, env=child_environment(rep), stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True)
-    try:
-        stdout, stderr = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        _kill_group(proc.pid)
-        stdout, stderr = proc.communicate()
+    returncode, stdout, stderr = _start(rep, python, args, timeout)
+    base.seconds = round(time.monotonic() - started, 3)
+    if returncode is None:
         base.error = f"hung: no result within {timeout:g} s (killed; thread stacks dumped before)"
         base.details = _tail(stderr, 200)
-        base.seconds = round(time.monotonic() - started, 3)
         return base
-    finally:
-        _kill_group(proc.pid)
-    base.seconds = round(time.monotonic() - started, 3)
     line = next((ln for ln in stdout.splitlines() if ln.startswith(RESULT_MARKER)), None)
     if line is not None:
         data = json.loads(line[len(RESULT_MARKER):])
         data.update(seconds=base.seconds, command=base.command)
         return VariantOutcome(**data)
-    if proc.returncode < 0:
-        signum = -proc.returncode
+    if returncode < 0:
+        signum = -returncode
         name = signal.Signals(signum).name
         crash = next((c for c in rep.crashes if c.matches(signum, stderr)), None)
         check = _check_line(stderr)
@@ -890,12 +881,36 @@ def run_variant(rep: Reproducer, python: str | None = None, timeout: float = DEF
         base.details = _tail(stderr)
         base.release = _release_from(stderr)
         return base
-    base.exit_code = proc.returncode
-    base.error = f"exit {proc.returncode} without a result" + (
+    base.exit_code = returncode
+    base.error = f"exit {returncode} without a result" + (
         f": {_check_line(stderr)}" if _check_line(stderr) else ""
     )
     base.details = _tail(stderr)
     return base
+
+
+def _start(rep: Reproducer, python: str, args: list[str], timeout: float) -> tuple[int | None, str, str]:
+    """Run the variant's child side in a fresh process: its exit code (None: hung, killed at
+    ``timeout``), stdout and stderr. A PyTorch/XLA trigger of this interpreter is forked from
+    ``warm_fork``'s server, which has imported torch already; anything else (a JAX trigger, whose
+    flags JAX reads at import, or another interpreter) is a new interpreter."""
+    env = child_environment(rep)
+    if rep.runtime == RUNTIME and python == sys.executable:
+        done = warm_fork.run(f"{__name__}:child_main", args, env, timeout)
+        if done is not None:
+            return done.returncode, done.stdout, done.stderr
+    # its own process group: a variant that hangs or dies takes what it started with it
+    proc = subprocess.Popen([python, "-m", __name__, *args], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        stdout, stderr = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        _kill_group(proc.pid)
+        stdout, stderr = proc.communicate()
+        return None, stdout, stderr
+    finally:
+        _kill_group(proc.pid)
+    return proc.returncode, stdout, stderr
 
 
 def _kill_group(pid: int) -> None:
