@@ -2,8 +2,9 @@
 # The release job: the catalog against releases of a runtime under test, each release in its own
 # cached virtual environment, and the checks that belong with the release inside that environment.
 #
-#   torch_xla  the catalog (xharness releases torch_xla), then suites/adapters and the invariants
-#              (HARNESS_RUNTIME=torch_xla) with the release's python
+#   torch_xla  the catalog (xharness releases torch_xla), then suites/adapters (less the tests marked
+#              release_independent, whose outcome no torch or torch_xla decides: the main suites run
+#              them) and the invariants (HARNESS_RUNTIME=torch_xla) with the release's python
 #   jax        xharness releases jax alone: per release the cells jax-<V> (the catalog),
 #              jax-<V>-invariants (HARNESS_RUNTIME=jax) and jax-<V>-suites (the harness's suites,
 #              the reference runtime riding on that JAX), each supervised, each its own JUnit file
@@ -88,7 +89,7 @@ print(env.python if env else "")' "$version")"
     continue
   fi
   echo "ci/releases.sh: suites/adapters in the torch_xla $version environment"
-  "$python" -m pytest suites/adapters -q -p no:cacheprovider -p xdist -n 2 || {
+  "$python" -m pytest suites/adapters -m "not release_independent" -q -p no:cacheprovider -p xdist -n 2 || {
     code=$?
     if [ "$status" -eq 0 ]; then status=$code; fi
   }

@@ -55,6 +55,10 @@ _MARKERS = (
     "command line refused before anything starts, the supervisor over plain Python tests with the compile "
     "cache off, the report and history writers); "
     "a JAX release's suites cell (xharness releases jax V) leaves it out, the test job runs it once",
+    "release_independent: the outcome is the same in every interpreter that runs the harness, whichever "
+    "torch or torch_xla release it holds (release environments, pip, wheels and interpreters stood in "
+    "for; bisection's search; the release commands' usage errors and tables); a PyTorch/XLA release's "
+    "own run of suites/adapters (ci/releases.sh) leaves it out, the test job's main suites run it",
     "crash_points: kills writers at each file operation in child processes of its own (own_process "
     "too); the shipped matrix runs these in cpu-1, the shortest cell, and not in cpu-8",
 )

@@ -13,6 +13,9 @@ import pytest
 from harness.adapters import runtimes
 from harness.releases import envs
 
+# the same in every interpreter whichever torch or torch_xla it holds: no release's own run repeats it
+pytestmark = pytest.mark.release_independent
+
 OFFLINE = ["--no-index"]  # pip fails at once on any requirement it would have to download
 
 

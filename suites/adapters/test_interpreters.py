@@ -16,6 +16,9 @@ from harness.errors import UsageError
 from harness.releases import envs, interpreters
 from harness.releases.interpreters import Interpreter, InterpreterError
 
+# the same in every interpreter whichever torch or torch_xla it holds: no release's own run repeats it
+pytestmark = pytest.mark.release_independent
+
 HERE = interpreters.running()
 
 

@@ -24,6 +24,9 @@ from harness.report.junit import read_records
 from harness.report.properties import CHECK_CATALOG, CHECK_SUITES
 from harness.report.records import ERROR, FAILED, PASSED, SKIPPED, Attempt, TestRecord
 
+# the same in every interpreter whichever torch or torch_xla it holds: no release's own run repeats it
+pytestmark = pytest.mark.release_independent
+
 ROOT = Path(__file__).resolve().parents[2]
 
 

@@ -24,6 +24,7 @@ def offline_envs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return tmp_path
 
 
+@pytest.mark.release_independent
 def test_a_release_that_will_not_install_is_exit_3_and_the_others_still_run(offline_envs: Path, capsys) -> None:
     out = offline_envs / "reports"
     code = main(["releases", "torch_xla", "0.0.1", "0.0.2", "--out", str(out)])
@@ -41,6 +42,7 @@ def test_a_release_that_will_not_install_is_exit_3_and_the_others_still_run(offl
     assert (out / "index.html").exists() and (out / "junit.xml").exists()
 
 
+@pytest.mark.release_independent
 def test_a_wheel_is_a_release_whose_cell_and_environment_are_keyed_by_its_hash(offline_envs: Path, capsys) -> None:
     from harness.releases import release_spec
 
@@ -63,11 +65,13 @@ def test_installed_names_this_interpreters_runtime_and_is_a_usage_error_without_
     assert "'installed' names the torch_xla of" in capsys.readouterr().err
 
 
+@pytest.mark.release_independent
 def test_repro_against_a_release_that_will_not_install_is_exit_3(offline_envs: Path, capsys) -> None:
     assert main(["repro", "aliased-save", "--runtime", "torch_xla", "--release", "0.0.3"]) == 3
     assert "cannot install torch_xla 0.0.3" in capsys.readouterr().err
 
 
+@pytest.mark.release_independent
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
@@ -103,6 +107,7 @@ def _matrix(tmp_path: Path, body: str) -> Path:
     return path
 
 
+@pytest.mark.release_independent
 def test_a_cell_names_its_runtime_and_release_in_its_runtime_table(tmp_path: Path) -> None:
     matrix = load_matrix(_matrix(tmp_path, (
         '[cells.old]\ndevices = 2\nruntime = { functionalization = false }\n'
@@ -125,6 +130,7 @@ def test_a_cell_names_its_runtime_and_release_in_its_runtime_table(tmp_path: Pat
     assert jax.environment("jax")["HARNESS_RELEASE"] == "0.10.0" and "PJRT_DEVICE" not in jax.environment("jax")
 
 
+@pytest.mark.release_independent
 @pytest.mark.parametrize(
     ("runtime", "line", "field", "message"),
     [
@@ -141,6 +147,7 @@ def test_a_bad_runtime_table_names_line_and_field(tmp_path: Path, runtime: str, 
     assert message in caught.value.reason
 
 
+@pytest.mark.release_independent
 def test_a_release_no_interpreter_fits_is_exit_3_naming_the_python_it_needs(
     offline_envs: Path, monkeypatch: pytest.MonkeyPatch, capsys
 ) -> None:
@@ -164,6 +171,7 @@ def test_a_release_no_interpreter_fits_is_exit_3_naming_the_python_it_needs(
     assert not list((offline_envs / "envs").glob("jax-9.9.9-*"))  # nothing half-built
 
 
+@pytest.mark.release_independent
 def test_a_named_interpreter_that_does_not_run_is_a_usage_error(offline_envs: Path, capsys) -> None:
     code = main(["releases", "jax", "0.10.2", "--python", str(offline_envs / "no-such-python"),
                  "--out", str(offline_envs / "reports")])
