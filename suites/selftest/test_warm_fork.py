@@ -4,6 +4,7 @@ arguments, environment, output, session and death, and nothing left of the run b
 
 from __future__ import annotations
 
+import json
 import os
 import textwrap
 import time
@@ -63,8 +64,6 @@ def entries(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
 
 
 def _json(text: str) -> dict:
-    import json
-
     return json.loads(text.splitlines()[0])
 
 
