@@ -76,17 +76,11 @@ fi
 main_status=0
 .venv/bin/python -m pytest suites -q -p xdist -n 2 --ignore=suites/cluster --ignore=suites/network "$@" \
   || main_status=$?
-[ -z "$cluster_pid" ] || wait "$cluster_pid" || cluster_status=$?
-cat "$cluster_log"
-rm -f "$cluster_log"
-if [ "$(id -u)" = 0 ]; then
-  bash ci/cluster.sh stop
-  trap - EXIT
-fi
-[ "$main_status" = 0 ] || { echo "ci/test.sh: the suites failed (exit $main_status)" >&2; exit "$main_status"; }
-[ "$cluster_status" = 0 ] || { echo "ci/test.sh: suites/cluster failed (exit $cluster_status)" >&2; exit "$cluster_status"; }
 
-# Beside the network suites, each writing its own log, printed when all are done:
+# The legs of the job's end, each writing its own log, printed when all are done. They start as
+# soon as the main suites pass, beside the end of the cluster suites (mostly waiting on the
+# scheduler: on a fresh machine, whose environment builds had slowed them, both cores were about
+# nine-tenths idle for their last 100 s) and then beside the network suites:
 # - the example plugin as a maintainer uses it (examples/tinyjax): a fresh environment with
 #   xharness and the plugin, then list, repro, run over its two cells, teeth and init, each
 #   checked (about a minute and a half here, most of it pip);
@@ -98,29 +92,60 @@ fi
 # - the same suites on the newest JAX the project declares, where .venv's Python resolves an older
 #   one (JAX 0.11 and later need Python 3.12 or newer): that release's own environment, prepared
 #   above, on an interpreter it supports (ci/python.sh), its suites split over two processes by
-#   test file, about 11 minutes here and the longest leg of the job's end, so it starts with the
-#   network suites rather than after them (their namespaces and the harness's suites share
-#   nothing). XHARNESS_SKIP_NEWEST=1 skips it where another job runs on that Python (the
+#   test file, about 7 minutes here and the longest leg of the job's end, so it does not wait for
+#   the network suites (their namespaces and the harness's suites share nothing; the main suites,
+#   the same tests, already run beside the cluster suites). XHARNESS_SKIP_NEWEST=1 skips it where another job runs on that Python (the
 #   workflow's Python 3.13 leg).
 pids=() logs=() names=()
-logs+=("$(mktemp)"); names+=(ci/example.sh)
-bash ci/example.sh >"${logs[-1]}" 2>&1 &
-pids+=($!)
-if [ -z "${XHARNESS_SKIP_RELEASES:-}" ]; then
-  # its preparation's failure is said again by the leg itself (an install error, exit 3)
-  wait "$release_prepare_pid" || true
-  logs+=("$release_prepare_log"); names+=("ci/releases.sh --prepare 2.9.0"); pids+=("")
-  logs+=("$(mktemp)"); names+=("ci/releases.sh 2.9.0")
-  bash ci/releases.sh 2.9.0 >"${logs[-1]}" 2>&1 &
+if [ "$main_status" = 0 ]; then
+  logs+=("$(mktemp)"); names+=(ci/example.sh)
+  bash ci/example.sh >"${logs[-1]}" 2>&1 &
   pids+=($!)
+  if [ -z "${XHARNESS_SKIP_RELEASES:-}" ]; then
+    # its preparation's failure is said again by the leg itself (an install error, exit 3)
+    wait "$release_prepare_pid" || true
+    logs+=("$release_prepare_log"); names+=("ci/releases.sh --prepare 2.9.0"); pids+=("")
+    logs+=("$(mktemp)"); names+=("ci/releases.sh 2.9.0")
+    bash ci/releases.sh 2.9.0 >"${logs[-1]}" 2>&1 &
+    pids+=($!)
+  fi
+  if [ -z "${XHARNESS_SKIP_NEWEST:-}" ]; then
+    # its preparation's failure is said again by the run itself (an install error, exit 3)
+    wait "$prepare_pid" || true
+    logs+=("$prepare_log"); names+=("ci/newest.sh --prepare"); pids+=("")
+    logs+=("$(mktemp)"); names+=(ci/newest.sh)
+    bash ci/newest.sh >"${logs[-1]}" 2>&1 &
+    pids+=($!)
+  fi
 fi
-if [ -z "${XHARNESS_SKIP_NEWEST:-}" ]; then
-  # its preparation's failure is said again by the run itself (an install error, exit 3)
-  wait "$prepare_pid" || true
-  logs+=("$prepare_log"); names+=("ci/newest.sh --prepare"); pids+=("")
-  logs+=("$(mktemp)"); names+=(ci/newest.sh)
-  bash ci/newest.sh >"${logs[-1]}" 2>&1 &
-  pids+=($!)
+
+# Every leg that started is waited for and its log printed, whatever failed beside it.
+failed=0
+finish_legs() {
+  for i in "${!pids[@]}"; do
+    status=0
+    [ -z "${pids[$i]}" ] || wait "${pids[$i]}" || status=$?
+    cat "${logs[$i]}"
+    rm -f "${logs[$i]}"
+    if [ "$status" != 0 ]; then
+      echo "ci/test.sh: ${names[$i]} failed (exit $status)" >&2
+      failed=$status
+    fi
+  done
+}
+
+[ -z "$cluster_pid" ] || wait "$cluster_pid" || cluster_status=$?
+cat "$cluster_log"
+rm -f "$cluster_log"
+if [ "$(id -u)" = 0 ]; then
+  bash ci/cluster.sh stop
+  trap - EXIT
+fi
+[ "$main_status" = 0 ] || { echo "ci/test.sh: the suites failed (exit $main_status)" >&2; exit "$main_status"; }
+if [ "$cluster_status" != 0 ]; then
+  echo "ci/test.sh: suites/cluster failed (exit $cluster_status)" >&2
+  finish_legs
+  exit "$cluster_status"
 fi
 
 # The network-fault suites (suites/network): hosts of their own in network namespaces, as root,
@@ -130,16 +155,6 @@ network_status=0
 # nothing of the network suites or the cluster is left: no namespace, /etc/netns entry, link or
 # nftables table
 if [ "$(id -u)" = 0 ]; then bash ci/network.sh check; fi
-failed=0
 [ "$network_status" = 0 ] || { echo "ci/test.sh: suites/network failed (exit $network_status)" >&2; failed=$network_status; }
-for i in "${!pids[@]}"; do
-  status=0
-  [ -z "${pids[$i]}" ] || wait "${pids[$i]}" || status=$?
-  cat "${logs[$i]}"
-  rm -f "${logs[$i]}"
-  if [ "$status" != 0 ]; then
-    echo "ci/test.sh: ${names[$i]} failed (exit $status)" >&2
-    failed=$status
-  fi
-done
+finish_legs
 exit "$failed"
