@@ -92,7 +92,7 @@ main_status=0
 # - the same suites on the newest JAX the project declares, where .venv's Python resolves an older
 #   one (JAX 0.11 and later need Python 3.12 or newer): that release's own environment, prepared
 #   above, on an interpreter it supports (ci/python.sh), its suites split over two processes by
-#   test file, about 7 minutes here and the longest leg of the job's end, so it does not wait for
+#   test file, about 8 minutes here and the longest leg of the job's end, so it does not wait for
 #   the network suites (their namespaces and the harness's suites share nothing; the main suites,
 #   the same tests, already run beside the cluster suites). XHARNESS_SKIP_NEWEST=1 skips it where another job runs on that Python (the
 #   workflow's Python 3.13 leg).
