@@ -337,8 +337,10 @@ def test_a_cancelled_job_under_a_silent_controller_is_left_after_the_grace(slurm
     run.wait_for("c: job 41 running on xh-node1")
     slurm.says("squeue", rc=1, err="slurm_load_jobs error: Unable to contact slurm controller (connect failure)\n")
     run.wait_for("Unable to contact slurm controller")
-    run.executor.interrupt()
+    # read before interrupt(): the job's grace starts when the waiting thread sees it cancelled,
+    # which can be while interrupt() is still running scancel
     cancelled = time.monotonic()
+    run.executor.interrupt()
     run.finish()
     assert time.monotonic() - cancelled >= 0.5
     assert run.results["c"].interrupted
