@@ -70,9 +70,25 @@ def _resume_drained(when: str) -> None:
                            capture_output=True, timeout=30)
 
 
-def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    """The processes a step could not be rid of, as the cluster listed them when it gave up."""
-    log = CLUSTER_DIR / "log" / "unkillable.log"
-    if log.is_file() and log.stat().st_size:
+UNKILLABLE_LOG = CLUSTER_DIR / "log" / "unkillable.log"
+#: where the unkillable log ended when this session began: only what it adds is this session's
+_unkillable_start = pytest.StashKey[int]()
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    session.config.stash[_unkillable_start] = UNKILLABLE_LOG.stat().st_size if UNKILLABLE_LOG.is_file() else 0
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
+    """The processes a step of this session could not be rid of, as the cluster listed them when
+    it gave up. A session that only collects, or began after the entry was written, has none:
+    the log is the cluster's, shared by every run that uses it."""
+    if config.option.collectonly or not UNKILLABLE_LOG.is_file():
+        return
+    start = config.stash.get(_unkillable_start, 0)
+    with UNKILLABLE_LOG.open("rb") as log:
+        log.seek(start if start <= UNKILLABLE_LOG.stat().st_size else 0)
+        added = log.read().decode(errors="replace")
+    if added:
         terminalreporter.section("steps whose processes outlived SIGKILL (log/unkillable.log)")
-        terminalreporter.write(log.read_text(errors="replace")[-20000:])
+        terminalreporter.write(added[-20000:])
