@@ -41,6 +41,8 @@ from harness.matrix.multiproc import (
 
 LOST = -signal.SIGKILL  # the exit status of a rank that ended without a word
 CANCEL_WAIT = 30.0  # seconds the sweep waits for the scheduler to forget the job
+#: seconds a launcher whose ranks all said they exited has to end by itself before the sweep
+LAUNCHER_END_GRACE = 15.0
 #: seconds a scheduler command may take: a controller that does not answer is not waited for
 SCHEDULER_ASK_TIMEOUT = 15.0
 _JOB_LINE = re.compile(r"srun: job (\d+) (?:queued|has been allocated)")
@@ -192,6 +194,19 @@ class ClusterLaunch(Launch):
                 self.process.send_signal(sig)
         except (ProcessLookupError, PermissionError):
             pass
+
+    def let_end(self) -> None:
+        """When every rank has said it exited, the launcher is closing the step: srun collects
+        its tasks' ends and the step completes. The sweep's SIGKILL to the step and to srun would
+        cut that short; under SLURM a step killed while its tasks were exiting once kept its
+        slurmstepd waiting past UnkillableStepTimeout, which drained the node ("Kill task
+        failed") under the next cell. So wait for the launcher first, bounded."""
+        if not self.ranks or any(_exit_event(s) is None for s in self.ranks):
+            return
+        try:
+            self.process.wait(timeout=LAUNCHER_END_GRACE)
+        except subprocess.TimeoutExpired:
+            pass  # the sweep stops it
 
     def reap(self) -> None:
         try:

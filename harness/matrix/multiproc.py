@@ -312,6 +312,8 @@ class Launch:
             interrupted = True
             self._failure = self._failure or "interrupted (Ctrl-C or SIGTERM)"
         finally:
+            if not interrupted:
+                self.let_end()
             self._sweep()
         for state in self.ranks:  # events written just before exit
             self._drain(state)
@@ -457,6 +459,11 @@ class Launch:
     def describe_end(self, state: RankState) -> str:
         """How a rank ended, for the record: ``died on SIGSEGV (...)``, ``exited with code 3``."""
         return describe_exit(state.returncode)
+
+    def let_end(self) -> None:
+        """Before the sweep: let what ends by itself end. Local ranks are the launch's own
+        processes, already waited for; a launcher (``harness.matrix.cluster_launch``) may still be
+        closing a step whose ranks all said they exited."""
 
     def _sweep(self) -> None:
         """No orphans: SIGKILL what is left of every group, reap every rank, close the logs."""

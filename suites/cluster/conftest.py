@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from cluster_helpers import ROOT, TWIN_CELLS, needs, xharness_run
+from cluster_helpers import ROOT, TWIN_CELLS, needs, queue_left, xharness_run
 
 from harness.matrix.launchers import SLURM, unavailable
 
@@ -47,9 +47,12 @@ def no_drained_node() -> Iterator[None]:
     step's processes do not end within the controller's patience after SIGKILL; what was still
     there is in the cluster's ``log/unkillable.log`` (``ci/cluster.sh`` names a program that
     lists the processes then), which the end of the run prints. Such a node is resumed, and said
-    so, rather than leaving every later test pending. Where no cluster answers there is nothing
-    to resume: the test itself skips, saying why."""
+    so, rather than leaving every later test pending. An earlier test's job that the scheduler
+    is still stopping (COMPLETING) may drain its node only when that patience runs out, under
+    this test: such jobs are waited for first, bounded. Where no cluster answers there is
+    nothing to resume: the test itself skips, saying why."""
     if not unavailable(SLURM):
+        queue_left()
         _resume_drained("before the test")
     yield
 

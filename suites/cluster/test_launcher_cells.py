@@ -6,6 +6,8 @@ outcome is a finding about the launch path, not noise."""
 from __future__ import annotations
 
 import json
+import re
+import subprocess
 from pathlib import Path
 
 from cluster_helpers import ROOT, TWIN_CELLS, needs, required, xharness_run
@@ -36,6 +38,14 @@ def test_launcher_cells_agree_with_their_local_twins(tmp_path: Path, local_twins
         assert mine and mine == theirs, (cell, {n: (mine.get(n), theirs.get(n)) for n in {*mine, *theirs}
                                                 if mine.get(n) != theirs.get(n)})
         print(f"{cell}: {len(mine)} tests as {twin}; wall {walls[cell]:.1f}s against {walls[twin]:.1f}s")
+    # a launch whose ranks all ended well lets srun close its step: the job completes, and no
+    # kill reaches a step whose tasks are exiting (which once left a node draining under the next cell)
+    for cell in (c for c in TWINS if c.endswith("-slurm")):
+        log = (tmp_path / "launched" / "logs" / cell / "launch1.launcher.log").read_text()
+        job = re.findall(r"srun: job (\d+) ", log)[-1]
+        shown = subprocess.run(["scontrol", "show", "job", "-o", job], capture_output=True, text=True, timeout=30)
+        state = dict(re.findall(r"(\w+)=(\S*)", shown.stdout))
+        assert state.get("JobState") == "COMPLETED", (cell, job, state.get("JobState"), state.get("Reason"), shown.stderr)
 
 
 def test_a_cell_that_selects_no_test_says_so_under_a_launcher_as_locally(tmp_path: Path) -> None:
