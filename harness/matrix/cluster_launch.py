@@ -87,6 +87,7 @@ class ClusterLaunch(Launch):
         self.process: subprocess.Popen[bytes]
         self.own_log: IO[bytes] | None = None
         self.scheduler_said = ""  # the scheduler's word on the job, once asked
+        self.never_started: str | None = None  # why no rank ever started, asked once when given up on
 
     def run(self) -> LaunchResult:
         """The launch, then every rank that ended badly described with its host, job and the
@@ -99,6 +100,9 @@ class ClusterLaunch(Launch):
             result.culprit = self.blame(dead, time.monotonic()).rank
         for state in dead:
             self.describe_end(state)
+        for state in result.ranks if self.never_started else []:
+            if not state.identity.get("host"):  # stopped for making no progress, yet never began
+                state.identity["end"], state.timed_out = self.never_started, False
         return result
 
     # -- starting ---------------------------------------------------------------------------------
@@ -179,9 +183,34 @@ class ClusterLaunch(Launch):
                                    f"nodes {fields.get('NodeList', '?')})")
         return self.scheduler_said
 
+    def queue_cause(self) -> str:
+        """Why a job none of whose ranks ever started was still waiting, as SLURM says (state,
+        reason, and the nodes that take no jobs, with their own reasons); "" once any rank said
+        where it runs, or when the job is not waiting in the queue."""
+        job = self.job_id()
+        if not job or any(s.identity.get("host") for s in self.ranks):
+            return ""
+        env = self.specs[0].env
+        answer = _quiet(["scontrol", "show", "job", "-o", job], env)
+        fields = dict(re.findall(r"(\w+)=(\S*)", answer or ""))
+        if fields.get("JobState") not in ("PENDING", "CONFIGURING"):
+            return ""
+        text = (f"never started: the scheduler still held job {job} {fields['JobState']} when the supervisor "
+                f"gave up on it (reason {fields.get('Reason', '?')})")
+        listed = _quiet(["sinfo", "-h", "-N", "-o", "%N %t %E"], env) or ""
+        unavailable = sorted({f"{node} {state}" + (f": {' '.join(why)}" if why and why != ["none"] else "")
+                              for node, state, *why in (line.split() for line in listed.splitlines() if " " in line.strip())
+                              if state.startswith(("down", "fail", "drain", "drng"))})
+        return text + (f"; nodes taking no jobs: {', '.join(unavailable)}" if unavailable else "")
+
     # -- signals go through the launcher ----------------------------------------------------------
     def signal_ranks(self, ranks: list[RankState], sig: int) -> None:
         if not ranks:
+            return
+        if self.launcher == SLURM and self.never_started is None:  # before a signal cancels a waiting job
+            self.never_started = self.queue_cause()
+        if self.never_started:  # no rank to signal (scancel retries a pending job for 11 s): withdraw it
+            self._cancel_job()
             return
         if self.launcher == SLURM and (ref := self.step_ref()):
             _quiet(["scancel", f"--signal={signal.Signals(sig).name.removeprefix('SIG')}", ref], self.specs[0].env)

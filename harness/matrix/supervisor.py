@@ -441,7 +441,12 @@ class CellRun:
         stack = state.new_stack_text()
         timed_out = state.timed_out or (code == 1 and not state.ended and "Timeout (" in stack)
         where = f"during {nodeid}" if nodeid else ("before any test started" if not self.collected else "between tests")
-        if timed_out and state.timed_out:
+        if timed_out and state.timed_out and nodeid is None and state.stopped:
+            # outside any test no test's limit ran out: the watchdog's own reason (no progress
+            # for its idle limit, or still running a test's time after its peers ended)
+            why = f"{state.stopped.removeprefix(f'rank {state.rank} ')}; stopped by the supervisor (stacks dumped on request)"
+            kind, sig, exit_code = KIND_TIMEOUT, None, None
+        elif timed_out and state.timed_out:
             why = (f"ran past its {self.timeout:g}s time limit and its own timer did not stop it; "
                    f"stopped by the supervisor {self.grace:g}s later (stacks dumped on request)")
             kind, sig, exit_code = KIND_TIMEOUT, None, None

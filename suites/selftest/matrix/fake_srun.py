@@ -9,7 +9,9 @@ A test makes a node fail by writing ``down-NODE`` there, as a node whose ``slurm
 gives up on the step, nothing reaches the tasks on that node any more (they live on), ``sinfo``
 lists it down (or in the state the file holds, as ``drain`` or ``fail``) and ``scontrol`` says the
 job ended NODE_FAIL. A node drained by its administrator, ``drain-NODE``, is only listed ``drain``
-by ``sinfo``: it goes on running the jobs it has, and a job on it ends by itself.
+by ``sinfo``: it goes on running the jobs it has, and a job on it ends by itself; what the file
+holds is the reason ``sinfo`` gives. While ``no-resources`` exists, a job is never allocated: it
+waits PENDING, for the reason that file holds, until it is cancelled.
 Run as ``python fake_srun.py TOOL ARGS...`` (the test puts a wrapper named TOOL on PATH).
 """
 
@@ -59,6 +61,8 @@ def srun(argv: list[str]) -> int:
     job_id = inside or str(5000 + os.getpid() % 4000)
     if not inside:
         print(f"srun: job {job_id} queued and waiting for resources", file=sys.stderr, flush=True)
+        if (STATE / "no-resources").exists():
+            return _wait_in_queue(job_id, options.get("job-name", ""), (STATE / "no-resources").read_text().strip())
         print(f"srun: job {job_id} has been allocated resources", file=sys.stderr, flush=True)
     job = {"id": job_id, "name": options.get("job-name", ""), "state": "RUNNING", "pids": [],
            "nodes": ",".join(NODES[:nodes])}
@@ -97,6 +101,17 @@ def srun(argv: list[str]) -> int:
         job["state"] = "COMPLETED" if not first_bad else "FAILED"
     _save(job)
     return 0 if not first_bad else (first_bad if first_bad > 0 else 128 - first_bad)
+
+
+def _wait_in_queue(job_id: str, name: str, reason: str) -> int:
+    """A job the scheduler holds: srun waits for an allocation that never comes, until cancelled."""
+    _save({"id": job_id, "name": name, "state": "PENDING", "reason": reason or "Resources", "pids": [],
+           "nodes": ""})
+    while json.loads((STATE / f"job-{job_id}.json").read_text())["state"] == "PENDING":
+        time.sleep(0.05)
+    print("srun: Job has been cancelled", file=sys.stderr, flush=True)
+    print("srun: error: Unable to allocate resources: Job/step already completing or completed", file=sys.stderr)
+    return 1
 
 
 def scancel(argv: list[str]) -> int:
@@ -147,7 +162,7 @@ def scontrol(argv: list[str]) -> int:
     if job is None:
         print("slurm_load_jobs error: Invalid job id specified", file=sys.stderr)
         return 1
-    state, reason = job["state"], "None"
+    state, reason = job["state"], job.get("reason", "None")
     if _down() & set(job["nodes"].split(",")):
         state, reason = "NODE_FAIL", "NodeDown"
     print(f"JobId={job['id']} JobName={job['name']} JobState={state} Reason={reason} NodeList={job['nodes']}")
@@ -156,15 +171,18 @@ def scontrol(argv: list[str]) -> int:
 
 def sinfo(argv: list[str]) -> int:
     down = _down()
-    asked = (["-h", "-N", "-o", "%N %t"], ["-h", "-N", "-o", "%N %o"], ["-h", "-o", "%t %D"])
+    asked = (["-h", "-N", "-o", "%N %t"], ["-h", "-N", "-o", "%N %t %E"], ["-h", "-N", "-o", "%N %o"],
+             ["-h", "-o", "%t %D"])
     if argv not in asked:
         print(f"sinfo: error: this fake answers the harness's own questions only, not {argv}", file=sys.stderr)
         return 1
-    if "%N %t" in argv:
+    if argv[-1].startswith("%N %t"):
         drained = {p.name.removeprefix("drain-") for p in STATE.glob("drain-*")}
         for node in NODES:
             word = (STATE / f"down-{node}").read_text().strip() if node in down else ""
-            print(f"{node} {word or ('down*' if node in down else 'drain' if node in drained else 'idle')}")
+            reason = (STATE / f"drain-{node}").read_text().strip() if node in drained else ""
+            state = word or ("down*" if node in down else "drain" if node in drained else "idle")
+            print(f"{node} {state}" + (f" {reason or 'none'}" if argv[-1].endswith("%E") else ""))
     else:
         print(f"idle {len(NODES)}")
     return 0

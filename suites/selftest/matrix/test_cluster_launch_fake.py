@@ -6,6 +6,7 @@ controller can do at will: a node that fails mid-test, and a harness inside an a
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -726,3 +727,33 @@ def test_mpirun_in_an_allocation_of_its_own_has_it_cancelled_and_alone_nothing(
     launch.reap()
     asked = (fake_cluster / "scancel.args").read_text().splitlines() if (fake_cluster / "scancel.args").exists() else []
     assert asked == (["--quiet --name=xharness-c-1"] if command[0] == "salloc" else [])
+
+
+@pytest.mark.jax_independent
+def test_a_job_the_scheduler_never_starts_is_a_record_saying_why(fake_cluster: Path, tmp_path: Path) -> None:
+    """No rank ever started: the job waited in the queue (a node drained under it, say) until the
+    supervisor gave up. The record says so, with the scheduler's reason and the nodes taking no
+    jobs, and does not read as a rank that ran past its time limit."""
+    import io
+
+    from harness.matrix.config import load_matrix
+    from harness.matrix.progress import Progress
+    from harness.matrix.supervisor import CellRun, RunSettings
+
+    (fake_cluster / "no-resources").write_text("ReqNodeNotAvail,_UnavailableNodes:fake2")
+    (fake_cluster / "drain-fake2").write_text("Kill task failed")
+    matrix = load_matrix(tmp_path / "matrix.toml")
+    settings = RunSettings(matrix=matrix, out_dir=tmp_path / "out", idle_limit=2.0, grace=1.0)
+    result = CellRun(matrix.cells["c"], settings, Progress(1, stream=io.StringIO()).for_cell("c")).run()
+    (record,) = result.records
+    job = next(p.stem.removeprefix("job-") for p in fake_cluster.glob("job-*.json"))
+    assert (record.nodeid, record.final.outcome, record.final.kind) == ("xharness::startup", ERROR, KIND_RANK)
+    assert (f"never started: the scheduler still held job {job} PENDING when the supervisor gave up on it "
+            "(reason ReqNodeNotAvail,_UnavailableNodes:fake2); nodes taking no jobs: fake2 drain: Kill task failed"
+            ) in record.final.message, record.final.message
+    assert "time limit" not in record.final.message, record.final.message
+    # the waiting job was withdrawn by its unique name, never signalled (a pending job cannot be,
+    # and scancel retries one for seconds): nothing is left in the queue
+    assert json.loads((fake_cluster / f"job-{job}.json").read_text())["state"] == "CANCELLED"
+    asked = (fake_cluster / "scancel.args").read_text().splitlines()
+    assert asked and all(line.startswith("--quiet --name=xharness-c-") for line in asked), asked
