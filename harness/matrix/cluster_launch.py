@@ -100,8 +100,8 @@ class ClusterLaunch(Launch):
             result.culprit = self.blame(dead, time.monotonic()).rank
         for state in dead:
             self.describe_end(state)
-        for state in result.ranks if self.never_started else []:
-            if not state.identity.get("host"):  # stopped for making no progress, yet never began
+        if self.never_started:  # stopped for making no progress, yet no rank ever began
+            for state in (s for s in result.ranks if not s.identity.get("host")):
                 state.identity["end"], state.timed_out = self.never_started, False
         return result
 
@@ -175,8 +175,7 @@ class ClusterLaunch(Launch):
         if self.launcher != SLURM or self.scheduler_said:
             return self.scheduler_said
         job = self.job_id()
-        answer = _quiet(["scontrol", "show", "job", "-o", job], self.specs[0].env) if job else None
-        fields = dict(re.findall(r"(\w+)=(\S*)", answer or ""))
+        fields = _job_fields(job, self.specs[0].env) if job else {}
         state = fields.get("JobState", "")
         if state in _ENDED_BY_SCHEDULER:
             self.scheduler_said = (f"the scheduler ended job {job}: {state} (reason {fields.get('Reason', '?')}, "
@@ -191,16 +190,14 @@ class ClusterLaunch(Launch):
         if not job or any(s.identity.get("host") for s in self.ranks):
             return ""
         env = self.specs[0].env
-        answer = _quiet(["scontrol", "show", "job", "-o", job], env)
-        fields = dict(re.findall(r"(\w+)=(\S*)", answer or ""))
+        fields = _job_fields(job, env)
         if fields.get("JobState") not in ("PENDING", "CONFIGURING"):
             return ""
         text = (f"never started: the scheduler still held job {job} {fields['JobState']} when the supervisor "
                 f"gave up on it (reason {fields.get('Reason', '?')})")
-        listed = _quiet(["sinfo", "-h", "-N", "-o", "%N %t %E"], env) or ""
-        unavailable = sorted({f"{node} {state}" + (f": {' '.join(why)}" if why and why != ["none"] else "")
-                              for node, state, *why in (line.split() for line in listed.splitlines() if " " in line.strip())
-                              if state.startswith(("down", "fail", "drain", "drng"))})
+        unavailable = [f"{node} {state}" + (f": {why}" if why and why != "none" else "")
+                       for node, (state, why) in sorted(_node_states(env).items())
+                       if state.startswith(_NO_NEW_JOBS + ("drng",))]  # draining: finishing its jobs, taking none
         return text + (f"; nodes taking no jobs: {', '.join(unavailable)}" if unavailable else "")
 
     # -- signals go through the launcher ----------------------------------------------------------
@@ -319,10 +316,24 @@ def _ended_at(state: RankState) -> float:
         return 0.0
 
 
+#: node states (``sinfo %t``) in which a node runs nothing: a rank there was lost with it
+_NO_NEW_JOBS = ("down", "fail", "drain")
+
+
+def _job_fields(job: str, env: dict[str, str]) -> dict[str, str]:
+    """``scontrol show job -o JOB`` as its fields (JobState, Reason, NodeList...); {} unanswered."""
+    return dict(re.findall(r"(\w+)=(\S*)", _quiet(["scontrol", "show", "job", "-o", job], env) or ""))
+
+
+def _node_states(env: dict[str, str]) -> dict[str, tuple[str, str]]:
+    """Each node ``sinfo`` lists, with its state and the reason given for it (``none``)."""
+    listed = _quiet(["sinfo", "-h", "-N", "-o", "%N %t %E"], env) or ""
+    return {fields[0]: (fields[1], fields[2] if len(fields) > 2 else "")
+            for fields in (line.split(maxsplit=2) for line in listed.splitlines()) if len(fields) >= 2}
+
+
 def _down_nodes(env: dict[str, str]) -> set[str]:
-    listed = _quiet(["sinfo", "-h", "-N", "-o", "%N %t"], env) or ""
-    return {node for node, state in (line.split()[:2] for line in listed.splitlines() if len(line.split()) >= 2)
-            if state.startswith(("down", "fail", "drain"))}
+    return {node for node, (state, _) in _node_states(env).items() if state.startswith(_NO_NEW_JOBS)}
 
 
 def _launcher_end(code: int | None) -> str:

@@ -171,18 +171,17 @@ def scontrol(argv: list[str]) -> int:
 
 def sinfo(argv: list[str]) -> int:
     down = _down()
-    asked = (["-h", "-N", "-o", "%N %t"], ["-h", "-N", "-o", "%N %t %E"], ["-h", "-N", "-o", "%N %o"],
-             ["-h", "-o", "%t %D"])
+    asked = (["-h", "-N", "-o", "%N %t %E"], ["-h", "-N", "-o", "%N %o"], ["-h", "-o", "%t %D"])
     if argv not in asked:
         print(f"sinfo: error: this fake answers the harness's own questions only, not {argv}", file=sys.stderr)
         return 1
-    if argv[-1].startswith("%N %t"):
+    if argv[-1] == "%N %t %E":
         drained = {p.name.removeprefix("drain-") for p in STATE.glob("drain-*")}
         for node in NODES:
             word = (STATE / f"down-{node}").read_text().strip() if node in down else ""
             reason = (STATE / f"drain-{node}").read_text().strip() if node in drained else ""
             state = word or ("down*" if node in down else "drain" if node in drained else "idle")
-            print(f"{node} {state}" + (f" {reason or 'none'}" if argv[-1].endswith("%E") else ""))
+            print(f"{node} {state} {reason or 'none'}")
     else:
         print(f"idle {len(NODES)}")
     return 0

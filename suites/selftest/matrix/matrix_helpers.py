@@ -1,7 +1,9 @@
 """Shared helpers of the matrix selftests: throwaway suites, matrix files and supervised runs.
 
 Every supervised run here is an ``xharness run`` subprocess over a tiny test directory written to
-``tmp_path``, so a crash test crashes that sub-run only, never the suite that checks it.
+``tmp_path``, so a crash test crashes that sub-run only, never the suite that checks it; a test
+that needs a supervisor setting the command line does not offer (a short idle limit) runs one
+cell in this process (:func:`run_cell`), whose ranks are still processes of their own.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import textwrap
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from harness.report.junit import read_records
 from harness.report.records import TestRecord
@@ -80,3 +83,17 @@ def alive(pid: int) -> bool:
     except OSError:
         return False
     return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def run_cell(root: Path, cell: str, **settings: Any) -> list[TestRecord]:
+    """The records of ``cell`` of ``root/matrix.toml``, supervised in this process with these
+    :class:`~harness.matrix.supervisor.RunSettings` (its output under ``root/out``)."""
+    import io
+
+    from harness.matrix.config import load_matrix
+    from harness.matrix.progress import Progress
+    from harness.matrix.supervisor import CellRun, RunSettings
+
+    matrix = load_matrix(root / "matrix.toml")
+    run_settings = RunSettings(matrix=matrix, out_dir=root / "out", **settings)
+    return CellRun(matrix.cells[cell], run_settings, Progress(1, stream=io.StringIO()).for_cell(cell)).run().records

@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
-from matrix_helpers import RunResult, alive, run_matrix, write_matrix, write_suite
+from matrix_helpers import RunResult, alive, run_cell, run_matrix, write_matrix, write_suite
 
 from harness.report.records import ERROR, KIND_RANK, PASSED
 
@@ -734,18 +734,9 @@ def test_a_job_the_scheduler_never_starts_is_a_record_saying_why(fake_cluster: P
     """No rank ever started: the job waited in the queue (a node drained under it, say) until the
     supervisor gave up. The record says so, with the scheduler's reason and the nodes taking no
     jobs, and does not read as a rank that ran past its time limit."""
-    import io
-
-    from harness.matrix.config import load_matrix
-    from harness.matrix.progress import Progress
-    from harness.matrix.supervisor import CellRun, RunSettings
-
     (fake_cluster / "no-resources").write_text("ReqNodeNotAvail,_UnavailableNodes:fake2")
     (fake_cluster / "drain-fake2").write_text("Kill task failed")
-    matrix = load_matrix(tmp_path / "matrix.toml")
-    settings = RunSettings(matrix=matrix, out_dir=tmp_path / "out", idle_limit=2.0, grace=1.0)
-    result = CellRun(matrix.cells["c"], settings, Progress(1, stream=io.StringIO()).for_cell("c")).run()
-    (record,) = result.records
+    (record,) = run_cell(tmp_path, "c", idle_limit=2.0, grace=1.0)
     job = next(p.stem.removeprefix("job-") for p in fake_cluster.glob("job-*.json"))
     assert (record.nodeid, record.final.outcome, record.final.kind) == ("xharness::startup", ERROR, KIND_RANK)
     assert (f"never started: the scheduler still held job {job} PENDING when the supervisor gave up on it "

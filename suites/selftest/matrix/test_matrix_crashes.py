@@ -10,7 +10,7 @@ import signal
 from pathlib import Path
 
 import pytest
-from matrix_helpers import run_matrix, write_matrix, write_suite
+from matrix_helpers import run_cell, run_matrix, write_matrix, write_suite
 
 from harness.report.records import (
     ERROR,
@@ -148,18 +148,10 @@ def test_a_cell_that_cannot_start_or_selects_nothing_still_has_a_record(tmp_path
 def test_a_process_that_makes_no_progress_before_any_test_is_stopped_saying_so(tmp_path: Path) -> None:
     """Stuck in collection, so no test's time limit ran out: the record gives the watchdog's own
     reason (no progress for its idle limit), not a time limit the process never had."""
-    import io
-
-    from harness.matrix.config import load_matrix
-    from harness.matrix.progress import Progress
-    from harness.matrix.supervisor import CellRun, RunSettings
-
     write_suite(tmp_path, {"tests/conftest.py": "import time\ntime.sleep(120)\n",
                            "tests/test_ok.py": "def test_ok():\n    pass\n"})
-    matrix = load_matrix(write_matrix(tmp_path, '[cells.c]\ndevices = 1\npaths = ["tests"]\ntimeout = 30\n'))
-    settings = RunSettings(matrix=matrix, out_dir=tmp_path / "out", idle_limit=2.0, grace=1.0)
-    result = CellRun(matrix.cells["c"], settings, Progress(1, stream=io.StringIO()).for_cell("c")).run()
-    (record,) = result.records
+    write_matrix(tmp_path, '[cells.c]\ndevices = 1\npaths = ["tests"]\ntimeout = 30\n')
+    (record,) = run_cell(tmp_path, "c", idle_limit=2.0, grace=1.0)
     assert (record.nodeid, record.final.outcome, record.final.kind) == ("xharness::startup", ERROR, KIND_TIMEOUT)
     assert record.final.message.startswith(
         "pytest made no progress for 2s outside any test (start-up, collection or shutdown); stopped by the "
