@@ -60,7 +60,7 @@ def main(argv: list[str]) -> int:
     if env.pop(SLICES_ENV, "") == "1":
         _slices(env, me.nodes, me.node_index)
     events_path = _rank_path(env.pop(EVENTS_ENV), me.rank)
-    events = EventWriter(events_path)
+    events = EventWriter(events_path, durable=True)  # read by a supervisor on another host
     events.emit("rank", pid=os.getpid(), machine=socket.gethostname(), **me.fields())
     log_path = _rank_path(env.pop(LOG_ENV), me.rank)
     log_path.parent.mkdir(parents=True, exist_ok=True)

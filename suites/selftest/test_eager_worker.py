@@ -53,3 +53,22 @@ def test_a_worker_is_stopped_when_its_process_exits(tmp_path: Path) -> None:
     finally:
         if _alive(pid):
             os.kill(pid, signal.SIGKILL)
+
+
+def test_a_worker_reads_its_own_environments_bytecode_not_a_cells_prefix(tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """Under a cell's bytecode prefix the worker read no bytecode (it may not write any) and
+    compiled torch from source at every start: it is started without the prefix."""
+    seen = tmp_path / "env"
+    fake = tmp_path / "python"
+    fake.write_text(f'#!/bin/sh\nenv > {seen}\necho \'{{"ready": true}}\'\nexec sleep 300\n')
+    fake.chmod(0o755)
+    monkeypatch.setenv("PYTHONPYCACHEPREFIX", str(tmp_path / "prefix"))
+    from harness.properties import eager
+
+    worker = eager.Worker(str(fake))
+    try:
+        env = dict(line.split("=", 1) for line in seen.read_text().splitlines() if "=" in line)
+    finally:
+        worker.release()
+    assert "PYTHONPYCACHEPREFIX" not in env and env["PYTHONDONTWRITEBYTECODE"] == "1"

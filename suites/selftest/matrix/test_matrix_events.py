@@ -2,8 +2,15 @@
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
 from pathlib import Path
 
+import pytest
+
+from harness.matrix import events as events_module
 from harness.matrix.events import EventReader, EventWriter
 from harness.matrix.outcomes import attempt_from_reports, merge_ranks
 from harness.report.records import (
@@ -30,6 +37,42 @@ def test_reader_is_incremental_and_ignores_a_torn_last_line(tmp_path: Path) -> N
     assert reader.poll() == []
     writer.close()
     assert [e["nodeid"] for e in reader.events] == ["t::a"]
+
+
+KILLED_AFTER_WRITING = """
+import os, signal, sys
+from pathlib import Path
+from harness.matrix.events import EventWriter
+writer = EventWriter(Path(sys.argv[1]))
+assert not writer.durable, "a process on the supervisor's machine does not fsync"
+writer.emit("start", nodeid="t::dies")
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+def test_an_event_outlives_the_process_that_wrote_it_without_fsync(tmp_path: Path) -> None:
+    path = tmp_path / "events.jsonl"
+    env = {k: v for k, v in os.environ.items() if k != "HARNESS_LAUNCHER"}
+    died = subprocess.run([sys.executable, "-c", KILLED_AFTER_WRITING, str(path)], env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert died.returncode == -signal.SIGKILL, died.stderr
+    assert [(e["event"], e["nodeid"]) for e in EventReader(path).poll()] == [("start", "t::dies")]
+
+
+@pytest.mark.parametrize(("launcher", "fsyncs"), [("", 0), ("local", 0), ("slurm", 2), ("mpi", 2)])
+def test_only_a_rank_read_from_another_host_fsyncs_each_event(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                              launcher: str, fsyncs: int) -> None:
+    """A rank a cluster launcher started may lose its host with the events the shared file system
+    had not been given; on the supervisor's own machine, the kernel keeps what was written."""
+    monkeypatch.setenv("HARNESS_LAUNCHER", launcher)
+    synced: list[int] = []
+    monkeypatch.setattr(events_module.os, "fsync", synced.append)
+    writer = EventWriter(tmp_path / "events.jsonl")
+    writer.emit("start", nodeid="t::a")
+    writer.emit("finish", nodeid="t::a")
+    writer.close()
+    assert len(synced) == fsyncs
+    assert EventWriter(tmp_path / "other.jsonl", durable=True).durable
 
 
 def _report(when: str, outcome: str, **extra: object) -> dict[str, object]:
