@@ -83,11 +83,23 @@ def _environment(at: Path, base: str) -> tuple[Path, Path]:
     (purelib / "_outer.pth").write_text(f"import site; site.addsitedir({sysconfig.get_paths()['purelib']!r})\n")
     wheels = at / "wheels"
     for args in (["install", "-q", "setuptools>=77"],
-                 ["wheel", "-q", "--no-deps", "--no-build-isolation", "-w", str(wheels), str(ROOT)]):
+                 ["wheel", "-q", "--no-deps", "--no-build-isolation", "-w", str(wheels), str(_sources(at / "src"))]):
         done = subprocess.run([str(python), "-m", "pip", *args], capture_output=True, text=True, timeout=300)
         assert done.returncode == 0, done.stdout + done.stderr
     (wheel,) = wheels.glob("xharness-*.whl")
     return python, wheel
+
+
+def _sources(at: Path) -> Path:
+    """What the wheel is built from (the project file, its readme and the package), copied: a
+    build in this checkout writes its ``build/`` directory, where another process building the
+    same checkout at once (the other xdist worker, a leg of the test job) met this one's files
+    ("File exists: build/bdist.linux-x86_64/wheel/xharness-0.1.0.dist-info")."""
+    at.mkdir(parents=True)
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy2(ROOT / name, at / name)
+    shutil.copytree(ROOT / "harness", at / "harness", ignore=shutil.ignore_patterns("__pycache__"))
+    return at
 
 
 def _runner() -> tuple[list[str], str, str]:
