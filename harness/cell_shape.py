@@ -62,3 +62,9 @@ def cell_shape() -> CellShape:
         process_id=int(settings.read("HARNESS_PROCESS_ID")),
         slices=int(settings.read("HARNESS_SLICES")),
     )
+
+
+def launched() -> bool:
+    """Whether this process is a rank a cluster launcher started (``HARNESS_LAUNCHER``: ``srun``'s
+    or ``mpirun``'s), rather than one the supervisor started on its own machine."""
+    return settings.raw("HARNESS_LAUNCHER") not in ("", "local")

@@ -31,6 +31,7 @@ from typing import Any, TextIO
 import pytest
 
 from harness import hooks, project, settings
+from harness.cell_shape import launched
 from harness.project_items import ProjectChecks
 from harness.report import properties as prop
 
@@ -148,7 +149,7 @@ def pytest_configure(config: pytest.Config) -> None:
         if timeout:  # each worker guards its own tests
             config.pluginmanager.register(_TimeLimit(timeout), "xharness-time-limit")
         return
-    if settings.raw("HARNESS_COORDINATOR") or _launched():
+    if settings.raw("HARNESS_COORDINATOR") or launched():
         _join_distributed(config)
     events = config.getoption("xharness_events")
     if events:
@@ -211,11 +212,6 @@ class _TimeLimit:
         faulthandler.cancel_dump_traceback_later()
 
 
-def _launched() -> bool:
-    """A rank a cluster launcher started (``srun``, ``mpirun``), not the supervisor."""
-    return settings.raw("HARNESS_LAUNCHER") not in ("", "local")
-
-
 def _join_distributed(config: pytest.Config) -> None:
     """One rank of a multi-process cell: must run before any JAX call initializes a backend.
 
@@ -230,7 +226,7 @@ def _join_distributed(config: pytest.Config) -> None:
         # a dead peer is noticed by the supervisor first; this only bounds a lost supervisor
         "heartbeat_timeout_seconds": int(settings.read("HARNESS_HEARTBEAT_TIMEOUT")),
     }
-    if _launched():
+    if launched():
         jax.distributed.initialize(**bounds)
     else:
         jax.distributed.initialize(
@@ -410,7 +406,7 @@ class _Supervised:
         self.timeout: float | None = config.getoption("xharness_timeout")
         self.stack_file: TextIO | None = None
         self.barriers = int(settings.read("HARNESS_PROCESSES")) > 1 and bool(
-            settings.raw("HARNESS_COORDINATOR") or _launched()
+            settings.raw("HARNESS_COORDINATOR") or launched()
         )
         self.counter = 0
         select = config.getoption("xharness_select")

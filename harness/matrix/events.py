@@ -22,7 +22,7 @@ import os
 from pathlib import Path
 from typing import Any, TypedDict
 
-from harness import settings
+from harness.cell_shape import launched
 
 Event = dict[str, Any]
 
@@ -33,20 +33,15 @@ class Item(TypedDict):
     line: int | None
 
 
-def read_from_another_host() -> bool:
-    """Whether this process is a rank a cluster launcher started (``srun``, ``mpirun``), whose
-    events the supervisor reads from another host."""
-    return settings.raw("HARNESS_LAUNCHER") not in ("", "local")
-
-
 class EventWriter:
-    """Appends events; used inside the pytest process. ``durable`` (default: the events are
-    read from another host): each event is fsynced too (see the module's docstring)."""
+    """Appends events; used inside the pytest process. ``durable`` (default: this process is a
+    rank a cluster launcher started, whose events a supervisor on another host reads): each event
+    is fsynced too (see the module's docstring)."""
 
     def __init__(self, path: Path, durable: bool | None = None) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-        self.durable = read_from_another_host() if durable is None else durable
+        self.durable = launched() if durable is None else durable
 
     def emit(self, kind: str, **fields: Any) -> None:
         line = json.dumps({"event": kind, **fields}, default=str) + "\n"

@@ -101,7 +101,7 @@ class Worker:
         env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONDONTWRITEBYTECODE": "1"}
         env.pop("PYTHONPATH", None)  # the worker needs torch and numpy, nothing of this tree
         # and reads the bytecode its own environment was installed with: under a cell's bytecode
-        # prefix (harness.bytecode) it read none and compiled torch from source at every start,
+        # prefix (harness.compile_cache) it read none and compiled torch from source at every start,
         # 4.4 s of CPU against 2.1 s for `import torch, numpy`
         env.pop("PYTHONPYCACHEPREFIX", None)
         self.process = subprocess.Popen(
