@@ -467,8 +467,14 @@ class CellRun:
                 why += " (pytest internal or usage error)"
             kind, sig, exit_code = KIND_EXIT, None, code
         if self.cell.multiprocess:
-            peers = [s.rank for s in result.ranks if s.stopped and s is not state]
+            # a peer whose launcher gave the same end (a job that never started, withdrawn whole)
+            # was not signalled: it is named with it, not as stopped
+            end = state.identity.get("end")
+            alike = [s.rank for s in result.ranks if s is not state and end and s.identity.get("end") == end]
+            peers = [s.rank for s in result.ranks if s.stopped and s is not state and s.rank not in alike]
             message = f"rank {state.rank} {why} {where}"
+            if alike:
+                message += f"; rank(s) {', '.join(map(str, alike))} the same"
             if peers:
                 message += f"; rank(s) {', '.join(map(str, peers))} stopped by the supervisor (SIGTERM, then SIGKILL)"
             kind = KIND_RANK

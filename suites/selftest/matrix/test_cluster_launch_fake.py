@@ -743,6 +743,9 @@ def test_a_job_the_scheduler_never_starts_is_a_record_saying_why(fake_cluster: P
             "(reason ReqNodeNotAvail,_UnavailableNodes:fake2); nodes taking no jobs: fake2 drain: Kill task failed"
             ) in record.final.message, record.final.message
     assert "time limit" not in record.final.message, record.final.message
+    # its other rank never started either, and was withdrawn with the job, never signalled
+    assert "; rank(s) 1 the same" in record.final.message and "SIGTERM" not in record.final.message, \
+        record.final.message
     # the waiting job was withdrawn by its unique name, never signalled (a pending job cannot be,
     # and scancel retries one for seconds): nothing is left in the queue
     assert json.loads((fake_cluster / f"job-{job}.json").read_text())["state"] == "CANCELLED"
