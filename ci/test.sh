@@ -72,9 +72,12 @@ fi
 # pytest's exit 5 (no tests collected) fails the job like any other non-zero code. The network
 # suites run after the cluster's: the cluster rewrites /etc/hosts for its nodes (and its namespace
 # test makes and removes a fabric of its own), which a rank of theirs resolving its own hostname
-# at that moment does not survive.
+# at that moment does not survive. --dist loadgroup: the tests of a module that builds something
+# dear once for all of them (the workflow replay's environment and wheel, 35 s; the crash points'
+# explorations) are marked xdist_group and run in one process, which builds it once; split
+# between the two processes, as plain `load` distribution often left them, each built its own.
 main_status=0
-.venv/bin/python -m pytest suites -q -p xdist -n 2 --ignore=suites/cluster --ignore=suites/network "$@" \
+.venv/bin/python -m pytest suites -q -p xdist -n 2 --dist loadgroup --ignore=suites/cluster --ignore=suites/network "$@" \
   || main_status=$?
 
 # The legs of the job's end, each writing its own log, printed when all are done. They start as

@@ -25,7 +25,8 @@ from harness.crashpoints.cases import CASES, HISTORY
 from harness.crashpoints.explore import BAD, Case, Result, explore_case, tear
 from harness.report.history import load_history
 
-pytestmark = [pytest.mark.own_process, pytest.mark.crash_points]
+pytestmark = [pytest.mark.own_process, pytest.mark.crash_points,
+              pytest.mark.xdist_group("crash-points")]  # under xdist, one process explores each case once
 # a case whose writer and loader never touch JAX has the same outcome on every JAX release
 PARAMS = [
     pytest.param(c, id=c.name.replace(" ", "-"), marks=() if c.on_jax else pytest.mark.jax_independent)

@@ -38,7 +38,8 @@ from harness import cli
 from harness.commands import init as starter
 from harness.commands.workflow import ACTIONS, PLAN_JOB
 
-pytestmark = [pytest.mark.own_process, pytest.mark.cell_independent, pytest.mark.jax_independent]
+pytestmark = [pytest.mark.own_process, pytest.mark.cell_independent, pytest.mark.jax_independent,
+              pytest.mark.xdist_group("workflow-replay")]  # one process builds the replay (35 s) once
 ROOT = Path(__file__).resolve().parents[2]
 USABLE = "xharness @ git+https://example.org/o/xharness@0123456789abcdef0123456789abcdef01234567"
 CELLS = ("cpu-1", "cpu-2", "cpu-3", "cpu-4")
