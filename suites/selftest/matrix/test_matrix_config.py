@@ -237,6 +237,8 @@ def test_malformed_matrix_exits_2_with_its_line(tmp_path: Path) -> None:
         assert f"{path}:3: cells.a.processes: must be a positive integer" in proc.stderr
 
 
+@pytest.mark.jax_independent  # the marks and the matrix's paths are the same on every JAX; that its
+# suites collect on a JAX release is the release's own suites cell's first step
 def test_multiprocess_cells_reach_every_test_marked_multiprocess() -> None:
     """The two-process cells name the modules they run (collecting every suite in each rank is
     slow): a test marked ``multiprocess`` in any other module would silently never run there."""
