@@ -175,7 +175,7 @@ class ClusterLaunch(Launch):
         if self.launcher != SLURM or self.scheduler_said:
             return self.scheduler_said
         job = self.job_id()
-        fields = _job_fields(job, self.specs[0].env) if job else {}
+        fields = job_fields(job, self.specs[0].env) if job else {}
         state = fields.get("JobState", "")
         if state in _ENDED_BY_SCHEDULER:
             self.scheduler_said = (f"the scheduler ended job {job}: {state} (reason {fields.get('Reason', '?')}, "
@@ -190,7 +190,7 @@ class ClusterLaunch(Launch):
         if not job or any(s.identity.get("host") for s in self.ranks):
             return ""
         env = self.specs[0].env
-        fields = _job_fields(job, env)
+        fields = job_fields(job, env)
         if fields.get("JobState") not in ("PENDING", "CONFIGURING"):
             return ""
         text = (f"never started: the scheduler still held job {job} {fields['JobState']} when the supervisor "
@@ -320,8 +320,9 @@ def _ended_at(state: RankState) -> float:
 _NO_NEW_JOBS = ("down", "fail", "drain")
 
 
-def _job_fields(job: str, env: dict[str, str]) -> dict[str, str]:
-    """``scontrol show job -o JOB`` as its fields (JobState, Reason, NodeList...); {} unanswered."""
+def job_fields(job: str, env: dict[str, str]) -> dict[str, str]:
+    """``scontrol show job -o JOB`` as its fields (JobState, Reason, NodeList...); {} unanswered.
+    The one reader of a job's fields, for the launch and for the suites that check a job's end."""
     return dict(re.findall(r"(\w+)=(\S*)", _quiet(["scontrol", "show", "job", "-o", job], env) or ""))
 
 

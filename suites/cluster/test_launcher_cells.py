@@ -6,12 +6,13 @@ outcome is a finding about the launch path, not noise."""
 from __future__ import annotations
 
 import json
+import os
 import re
-import subprocess
 from pathlib import Path
 
 from cluster_helpers import ROOT, TWIN_CELLS, needs, required, xharness_run
 
+from harness.matrix.cluster_launch import job_fields
 from harness.matrix.launchers import MPI, SLURM, unavailable
 from harness.report.junit import read_records
 
@@ -43,9 +44,8 @@ def test_launcher_cells_agree_with_their_local_twins(tmp_path: Path, local_twins
     for cell in (c for c in TWINS if c.endswith("-slurm")):
         log = (tmp_path / "launched" / "logs" / cell / "launch1.launcher.log").read_text()
         job = re.findall(r"srun: job (\d+) ", log)[-1]
-        shown = subprocess.run(["scontrol", "show", "job", "-o", job], capture_output=True, text=True, timeout=30)
-        state = dict(re.findall(r"(\w+)=(\S*)", shown.stdout))
-        assert state.get("JobState") == "COMPLETED", (cell, job, state.get("JobState"), state.get("Reason"), shown.stderr)
+        state = job_fields(job, dict(os.environ))
+        assert state.get("JobState") == "COMPLETED", (cell, job, state.get("JobState"), state.get("Reason"))
 
 
 def test_a_cell_that_selects_no_test_says_so_under_a_launcher_as_locally(tmp_path: Path) -> None:
