@@ -81,13 +81,14 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from harness.backends import Backend
 from harness.errors import UsageError
 from harness.exits import EXIT_NO_BACKEND
+
+if TYPE_CHECKING:  # numpy only where a case runs: the command line starts without it
+    import numpy as np
 
 DEVICES = 4
 BLOCK = 10  # timed steps per interleaved block
@@ -426,6 +427,7 @@ class _Workload:
 
 def _workload(name: str, count: int, rng: np.random.Generator) -> _Workload:
     import jax
+    import numpy as np
 
     from harness.runtime import models, nn
 
@@ -571,6 +573,7 @@ def _measure(
     """Both sides of one case: the same first step (the comparison is fair only if they compute
     the same), warm-up, the timed steps, then what each holds."""
     import jax
+    import numpy as np
 
     import harness.runtime as xr
 

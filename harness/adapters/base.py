@@ -15,9 +15,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-import numpy as np
+if TYPE_CHECKING:  # annotations only: the command line reads the adapters' names without numpy
+    import numpy as np
 
 # ------------------------------------------------------------------------------ capabilities
 TENSORS = "tensors"  # make a tensor from host data and read it back

@@ -19,10 +19,12 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from harness.backends import BACKENDS, Backend
+
+if TYPE_CHECKING:  # numpy where a scenario runs: listing the catalog needs none
+    import numpy as np
 
 
 class InvariantViolation(AssertionError):
@@ -288,11 +290,13 @@ class Context:
     rng: np.random.Generator = field(init=False)
 
     def __post_init__(self) -> None:
+        import numpy as np
+
         self.rng = np.random.default_rng(self.seed)
 
     def normal(self, *shape: int) -> np.ndarray:
         """A float32 array of ``shape`` drawn from ``rng`` (standard normal)."""
-        return self.rng.standard_normal(shape).astype(np.float32)
+        return self.rng.standard_normal(shape).astype("float32")
 
 
 Variant = Callable[[Context], None]

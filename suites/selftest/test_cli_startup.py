@@ -66,3 +66,16 @@ def test_signatures_name_lazy_exception_types_without_importing_them() -> None:
     assert sig.exception_type() is PlaceholderAccessError
     assert sig.matches_exception(PlaceholderAccessError("GetHandle() on placeholder"))
     assert not sig.matches_exception(ValueError("placeholder"))
+
+
+def test_the_command_line_starts_without_numpy() -> None:
+    """Every ``xharness`` process loads the command table first, so what it imports every command
+    pays, the matrix's own children included (``xharness run`` of a test, the repro parent):
+    numpy is a tenth of a second there, and only a command that computes needs it."""
+    proc = _fresh("""
+        import sys
+        import harness.cli
+        print("NUMPY-IMPORTED", "numpy" in sys.modules)
+    """)
+    assert proc.returncode == 0, proc.stderr
+    assert "NUMPY-IMPORTED False" in proc.stdout
