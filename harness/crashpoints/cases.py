@@ -270,6 +270,9 @@ devices = 8192
         build_parser()  # imports every subcommand's module
         import harness.matrix.probe  # noqa: F401
         import harness.report.api  # noqa: F401
+        from harness.adapters import runtime_options
+
+        runtime_options("reference")  # what a cell's options are checked against: its adapter, numpy
 
     def inputs(self, directory: Path, version: str) -> None:
         (directory / "matrix.toml").write_text(self._MATRIX.format(root=str(project_root())))
