@@ -89,7 +89,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-a
     run.add_argument("--timeout", type=float, help="per-test time limit in seconds (default: the cell's)")
     run.add_argument("-j", "--jobs", type=int, default=None, metavar="N",
                      help=f"run up to N cells at once; a cell of P processes takes P of the N "
-                     f"(default: the machine's cores, {schedule.default_jobs()} here)")
+                     f"(default: one more than the machine's cores, {schedule.default_jobs()} here)")
     run.add_argument("--compile-cache", default=None, metavar="DIR|off",
                      help="JAX's persistent compilation cache, shared by the cells and kept across "
                      "runs (default: $XHARNESS_COMPILE_CACHE, else ~/.cache/xharness/jax)")

@@ -25,7 +25,17 @@ from harness.report.records import TestRecord
 
 
 def default_jobs() -> int:
-    """Cells at once by default: the cores this process may use."""
+    """Cells at once by default: one more than the cores this process may use. A cell's processes
+    keep a core busy about nine-tenths of their time, not all of it: they wait on the children
+    their tests start, on the hand-offs between a test and the runtime's executor thread, on the
+    disk. With one slot per core that tenth of the machine idled through a whole run (a cold
+    default matrix on 2 cores, sampled from ``/proc/stat``: 31 of 282 core-seconds); one slot
+    more fills it (docs/explanation/performance.md, "One slot more than the cores")."""
+    return cores() + 1
+
+
+def cores() -> int:
+    """The cores this process may use."""
     try:
         return max(1, len(os.sched_getaffinity(0)))
     except (AttributeError, OSError):

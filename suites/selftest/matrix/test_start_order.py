@@ -38,20 +38,20 @@ def test_one_slot_runs_the_cells_in_the_matrixs_order() -> None:
     assert _names(start_order(cells, 1, {})) == ["one", "eight"]
 
 
-def test_the_default_slots_are_the_cores_this_process_may_use(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_default_slots_are_one_more_than_the_cores_this_process_may_use(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2}, raising=False)
-    assert default_jobs() == 3
+    assert schedule.cores() == 3 and default_jobs() == 4
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(), raising=False)
-    assert default_jobs() == 1
+    assert schedule.cores() == 1 and default_jobs() == 2
 
     def unsupported(pid: int) -> set[int]:
         raise OSError("not here")
 
     monkeypatch.setattr(os, "sched_getaffinity", unsupported, raising=False)
     monkeypatch.setattr(os, "cpu_count", lambda: 6)
-    assert default_jobs() == 6
+    assert schedule.cores() == 6 and default_jobs() == 7
     monkeypatch.setattr(os, "cpu_count", lambda: None)
-    assert default_jobs() == 1
+    assert schedule.cores() == 1 and default_jobs() == 2
     monkeypatch.delattr(os, "sched_getaffinity")
     monkeypatch.setattr(os, "cpu_count", lambda: 5)
-    assert schedule.default_jobs() == 5
+    assert schedule.cores() == 5 and schedule.default_jobs() == 6
