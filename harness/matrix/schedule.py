@@ -30,7 +30,8 @@ def default_jobs() -> int:
     their tests start, on the hand-offs between a test and the runtime's executor thread, on the
     disk. With one slot per core that tenth of the machine idled through a whole run (a cold
     default matrix on 2 cores, sampled from ``/proc/stat``: 31 of 282 core-seconds); one slot
-    more fills it (docs/explanation/performance.md, "One slot more than the cores")."""
+    more fills it (docs/explanation/performance.md, "A fresh machine, and one slot more than the
+    cores")."""
     return cores() + 1
 
 
