@@ -40,7 +40,8 @@ OWN_CRASH = ('Fatal Python error: Segmentation fault\n\nThread 0x00007fcbf9dd5b8
              '  File "harness/runtime/executor.py", line 140 in _dispatch\n')
 
 
-@pytest.mark.parametrize("stderr", ["", OWN_CRASH], ids=["nothing-written", "its-own-crash"])
+@pytest.mark.parametrize("stderr", ["", OWN_CRASH, DUMP_CUT_SHORT + OWN_CRASH],
+                         ids=["nothing-written", "its-own-crash", "its-own-crash-after-a-whole-dump"])
 def test_any_other_death_by_signal_is_named_by_its_signal(monkeypatch, capsys, stderr: str) -> None:
     code, out = _repro(monkeypatch, capsys, -11, stderr, "--timeout", "6")
     assert code == 1 and out["outcome"] == "failed"
