@@ -371,16 +371,12 @@ def _child_outcome(proc: subprocess.CompletedProcess[str], args: argparse.Namesp
         out["run_seconds"] = out.pop("seconds")
         out.update(seconds=round(time.perf_counter() - start, 3), repro=replay, cell=args.cell)
         return out
-    if proc.returncode < 0 and args.timeout and _died_in_timed_dump(proc.stderr):
-        # no result by the time its stacks were dumped, and dead inside that dump: faulthandler's
-        # watchdog thread walks the frames of threads that keep running, which can crash the
-        # process (CPython issues 131580, 116008). That signal is the harness's, not the scenario's
-        # crash: the run is the hang the dump was for, and a busy machine's slow start reads so too
-        from harness.scenarios.child import stack_dump_delay
-
+    if proc.returncode < 0 and child.died_in_timed_dump(proc.stderr):
+        # no result by the time its stacks were dumped: that signal is the dump's, not the
+        # scenario's crash; the run is the hang the dump was for (a busy machine's slow start too)
         name = signal.Signals(-proc.returncode).name
         out = _result(scenario.id, args, runner.FAILED, f"hung: no result within {args.timeout:g} s", start, replay)
-        out["error"] = (f"no result {stack_dump_delay(args.timeout):g} s in, when its thread stacks were dumped; "
+        out["error"] = (f"no result {child.stack_dump_delay(args.timeout):g} s in, when its thread stacks were dumped; "
                         f"the process died on {name} inside that dump, as CPython's stack dump of running threads "
                         "can (a longer --timeout lets it finish or hang for good)")
     elif proc.returncode < 0:
@@ -450,16 +446,6 @@ def _describe_exploration(found: dict[str, Any]) -> str:
 
 
 _HUNG_TAIL = 400  # lines of a hung child's stderr shown: the whole stack dump, within reason
-#: the line faulthandler writes before the stacks of a timed dump (``dump_traceback_later``)
-_TIMED_DUMP = re.compile(r"^Timeout \(\d+:\d\d:\d\d(?:\.\d+)?\)!$", re.MULTILINE)
-
-
-def _died_in_timed_dump(stderr: str) -> bool:
-    """Whether a child's timed stack dump began and no crash report of its own came after it:
-    a process that crashes later, its stacks dumped whole, has faulthandler's "Fatal Python error"
-    after the dump, and that crash is the run's."""
-    dump = _TIMED_DUMP.search(stderr)
-    return dump is not None and "Fatal Python error" not in stderr[dump.end():]
 
 
 def _result(
