@@ -24,6 +24,7 @@ import sys
 import time
 from typing import Any
 
+from harness import stack_dumps
 from harness.commands import plugins
 from harness.errors import UsageError
 from harness.exits import EXIT_FAILED, EXIT_OK, EXIT_USAGE
@@ -371,12 +372,12 @@ def _child_outcome(proc: subprocess.CompletedProcess[str], args: argparse.Namesp
         out["run_seconds"] = out.pop("seconds")
         out.update(seconds=round(time.perf_counter() - start, 3), repro=replay, cell=args.cell)
         return out
-    if proc.returncode < 0 and child.died_in_timed_dump(proc.stderr):
+    if proc.returncode < 0 and stack_dumps.died_in_timed_dump(proc.stderr):
         # no result by the time its stacks were dumped: that signal is the dump's, not the
         # scenario's crash; the run is the hang the dump was for (a busy machine's slow start too)
         name = signal.Signals(-proc.returncode).name
         out = _result(scenario.id, args, runner.FAILED, f"hung: no result within {args.timeout:g} s", start, replay)
-        out["error"] = (f"no result {child.stack_dump_delay(args.timeout):g} s in, when its thread stacks were dumped; "
+        out["error"] = (f"no result {stack_dumps.stack_dump_delay(args.timeout):g} s in, when its thread stacks were dumped; "
                         f"the process died on {name} inside that dump, as CPython's stack dump of running threads "
                         "can (a longer --timeout lets it finish or hang for good)")
     elif proc.returncode < 0:

@@ -25,6 +25,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from harness import stack_dumps
 from harness.compile_cache import CacheChoice
 from harness.errors import UsageError
 from harness.matrix.cluster_launch import ClusterLaunch
@@ -439,7 +440,11 @@ class CellRun:
     def _crash_attempt(self, result: LaunchResult, state: RankState, nodeid: str | None) -> Attempt:
         code = state.returncode
         stack = state.new_stack_text()
-        timed_out = state.timed_out or (code == 1 and not state.ended and "Timeout (" in stack)
+        # the plugin's timer dumps every thread and exits 1; a dump that crashed the process
+        # (harness.stack_dumps) ends it by a signal instead, and the test is the hang all the same
+        died_in_dump = code is not None and code < 0 and not state.ended and stack_dumps.died_in_timed_dump(stack)
+        timed_out = state.timed_out or died_in_dump or (
+            code == 1 and not state.ended and stack_dumps.timed_dump_began(stack))
         where = f"during {nodeid}" if nodeid else ("before any test started" if not self.collected else "between tests")
         if timed_out and state.timed_out and nodeid is None and state.stopped:
             # outside any test no test's limit ran out: the watchdog's own reason (no progress
@@ -449,6 +454,10 @@ class CellRun:
         elif timed_out and state.timed_out:
             why = (f"ran past its {self.timeout:g}s time limit and its own timer did not stop it; "
                    f"stopped by the supervisor {self.grace:g}s later (stacks dumped on request)")
+            kind, sig, exit_code = KIND_TIMEOUT, None, None
+        elif died_in_dump:
+            why = (f"ran past its {self.timeout:g}s time limit and {describe_exit(code)} inside the dump "
+                   "of its thread stacks, as CPython's dump of running threads can")
             kind, sig, exit_code = KIND_TIMEOUT, None, None
         elif timed_out:
             why = f"ran past its {self.timeout:g}s time limit (all thread stacks dumped)"

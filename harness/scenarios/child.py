@@ -15,32 +15,12 @@ import argparse
 import faulthandler
 import json
 import os
-import re
 import sys
 
 from harness.exits import EXIT_USAGE
+from harness.stack_dumps import stack_dump_delay
 
 RESULT_MARKER = "XHARNESS-SCENARIO-RESULT"
-
-
-def stack_dump_delay(timeout: float) -> float:
-    """When to dump stacks: a grace period (2 to 10 s) before ``timeout``, or half of a short one."""
-    grace = min(10.0, max(2.0, timeout * 0.05))
-    return timeout - grace if timeout > 2 * grace else timeout / 2
-
-
-#: the line faulthandler writes before the stacks of a timed dump (``dump_traceback_later``)
-_TIMED_DUMP = re.compile(r"^Timeout \(\d+:\d\d:\d\d(?:\.\d+)?\)!$", re.MULTILINE)
-
-
-def died_in_timed_dump(stderr: str) -> bool:
-    """Whether a child that died by a signal died inside its own timed stack dump: the dump began
-    and no crash report of the process's own follows it. faulthandler's watchdog walks the frames
-    of threads that keep running, which can crash the process (CPython issues 131580, 116008); a
-    process that crashes later, its stacks dumped whole, has faulthandler's "Fatal Python error"
-    after the dump, and that crash is the run's."""
-    dump = _TIMED_DUMP.search(stderr)
-    return dump is not None and "Fatal Python error" not in stderr[dump.end():]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -30,6 +30,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from harness import stack_dumps
 from harness.adapters.base import Unsupported
 from harness.backends import platform_backend
 from harness.scenarios import expected, warm_fork
@@ -869,6 +870,15 @@ def run_variant(rep: Reproducer, python: str | None = None, timeout: float = DEF
         data = json.loads(line[len(RESULT_MARKER):])
         data.update(seconds=base.seconds, command=base.command)
         return VariantOutcome(**data)
+    if returncode < 0 and stack_dumps.died_in_timed_dump(stderr):
+        # no result when its stacks were dumped, and the dump itself killed it: the signal is the
+        # dump's, not the trigger's, so it is neither the bug's crash nor a reproduction
+        base.error = (f"hung: no result {stack_dumps.stack_dump_delay(timeout):g} s in, when its thread stacks were "
+                      f"dumped; the process died on {signal.Signals(-returncode).name} inside that dump, as "
+                      "CPython's dump of running threads can")
+        base.details = _tail(stderr, 200)
+        base.release = _release_from(stderr)
+        return base
     if returncode < 0:
         signum = -returncode
         name = signal.Signals(signum).name
@@ -1018,8 +1028,8 @@ def child_main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=None)
     args = parser.parse_args(argv)
     faulthandler.enable(all_threads=True)  # a crash leaves its Python stack on stderr
-    if args.timeout and args.timeout > 4:
-        faulthandler.dump_traceback_later(args.timeout - min(10.0, args.timeout / 4), exit=False)
+    if args.timeout and args.timeout > 0:
+        faulthandler.dump_traceback_later(stack_dumps.stack_dump_delay(args.timeout), exit=False)
     rep = find(args.scenario, args.variant)
     versions = _versions(rep.runtime)
     release = versions.get(rep.runtime, "")

@@ -30,7 +30,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=None, help="the parent's limit, in seconds")
     args = parser.parse_args(argv)
     faulthandler.enable(all_threads=True)
-    from harness.scenarios.child import stack_dump_delay
+    from harness.stack_dumps import stack_dump_delay
 
     if args.timeout is not None and args.timeout > 0:
         faulthandler.dump_traceback_later(stack_dump_delay(args.timeout), exit=False)

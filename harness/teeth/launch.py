@@ -26,6 +26,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness import stack_dumps
 from harness.report.records import KIND_EXIT, KIND_SIGNAL, KIND_TIMEOUT
 from harness.teeth.checks import INVARIANT
 from harness.teeth.matrix import ERROR, Pair, PairResult
@@ -132,6 +133,14 @@ def run_child(pair: Pair, settings: LaunchSettings, stop: threading.Event) -> Pa
         return result
     output = log.read_text(encoding="utf-8", errors="replace")
     code = proc.returncode
+    if code is not None and code < 0 and not timed_out and stack_dumps.died_in_timed_dump(output):
+        return PairResult.of(  # the signal is the dump's (harness.stack_dumps): the check hung
+            pair, ERROR, seconds=wall, error_kind=KIND_TIMEOUT, details=_tail(output, 400),
+            error=f"no result {stack_dumps.stack_dump_delay(settings.timeout):g} s in, when its thread stacks "
+            f"were dumped; the check's process {describe_exit(code)} inside that dump, as CPython's dump of "
+            "running threads can",
+            log=str(log),
+        )
     if timed_out:
         return PairResult.of(
             pair, ERROR, seconds=wall, error_kind=KIND_TIMEOUT, details=_tail(output, 400),

@@ -59,6 +59,20 @@ def test_a_hang_and_an_exit_without_a_result_are_failures(tmp_path: Path) -> Non
     assert (gone.outcome, gone.exit_code) == ("failed", 7) and gone.error.startswith("exit 7 without a result")
 
 
+def test_a_death_inside_the_stack_dump_is_the_hang_not_the_bugs_crash(tmp_path: Path) -> None:
+    """A trigger still running when its stacks are dumped, killed by that dump (CPython issues
+    131580, 116008), hung: the SIGSEGV is the dump's, though the bug's own crash is a SIGSEGV."""
+    rep = upstream.find("race-on-handles", "gradient-accumulation")
+    dump = "Timeout (0:00:28)!\nThread 0x00007f0000000001 (most recent call first):\n"
+    died = upstream.run_variant(rep, fake_python(tmp_path, "kill -SEGV $$\n", stderr=dump), timeout=30)
+    assert (died.outcome, died.signature, died.signal) == ("failed", "", None)
+    assert died.error.startswith("hung: no result 28 s in") and "SIGSEGV inside that dump" in died.error
+    assert died.release == "2.5.1"
+    crash = dump + "Fatal Python error: Segmentation fault\n"  # a crash of its own, after the dump
+    crashed = upstream.run_variant(rep, fake_python(tmp_path, "kill -SEGV $$\n", stderr=crash), timeout=30)
+    assert (crashed.outcome, crashed.signature, crashed.signal) == ("reproduced", "sigsegv", signal.SIGSEGV)
+
+
 def test_a_result_line_is_taken_as_the_child_judged_it(tmp_path: Path) -> None:
     result = upstream.VariantOutcome("unhashable-spec", "fsdpv2-scalar-parameter", "reproduced",
                                      signature="unhashable-list", error="TypeError: unhashable type: 'list'",

@@ -10,9 +10,10 @@ import pytest
 from synthetic import synthetic_scenario
 
 import harness.runtime as xr
+from harness import stack_dumps
 from harness.cli import main
 from harness.commands import catalog as commands
-from harness.scenarios import child, runner
+from harness.scenarios import runner
 from harness.scenarios.base import Context, InvariantViolation, Needs, Scenario
 
 FAULT = xr.faults.UNHASHABLE_SPEC
@@ -112,7 +113,7 @@ def test_needs_has_no_unchecked_fields() -> None:
 
 @pytest.mark.parametrize(("timeout", "delay"), [(600, 590), (60, 57), (4, 2), (1, 0.5)])
 def test_stack_dump_comes_before_the_limit(timeout: float, delay: float) -> None:
-    assert child.stack_dump_delay(timeout) == pytest.approx(delay)
+    assert stack_dumps.stack_dump_delay(timeout) == pytest.approx(delay)
 
 
 def test_hung_child_stderr_is_decoded(

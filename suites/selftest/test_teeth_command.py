@@ -8,8 +8,11 @@ result faked anywhere.
 
 from __future__ import annotations
 
+import faulthandler
 import json
 import os
+import signal
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -40,6 +43,15 @@ def _hang(n: int) -> None:
     time.sleep(600)
 
 
+def _die_in_the_dump(n: int) -> None:
+    """What the child's timed dump leaves when it crashes the process (CPython issues 131580,
+    116008): its header and a first thread, then death by a signal with no report of its own."""
+    faulthandler.disable()
+    sys.stderr.write("Timeout (0:00:04)!\nThread 0x00007f0000000001 (most recent call first):\n")
+    sys.stderr.flush()
+    os.kill(os.getpid(), signal.SIGSEGV)
+
+
 def _examples() -> st.SearchStrategy[dict[str, Any]]:
     return st.fixed_dictionaries({"n": st.integers(0, 3)})
 
@@ -56,6 +68,14 @@ ABORTING = Invariant(
     id="aborting",
     title="kills its process on the first example",
     check=_abort,
+    examples=_examples,
+    catches=(faults.DOUBLE_DISCOVERY,),
+    max_examples=5,
+)
+DYING_IN_ITS_DUMP = Invariant(
+    id="dying-in-its-dump",
+    title="dies by a signal inside its own timed stack dump",
+    check=_die_in_the_dump,
     examples=_examples,
     catches=(faults.DOUBLE_DISCOVERY,),
     max_examples=5,
@@ -181,8 +201,8 @@ def test_a_missed_declared_pair_fails(tmp_path: Path, capsys) -> None:
 
 def test_a_child_that_dies_still_yields_its_record(tmp_path: Path, capsys) -> None:
     code, out, _ = teeth(
-        capsys, "--json", "--checks", "aborting,double-discovery", "--extra-checks",
-        f"{HERE}:ABORTING", "--out", str(tmp_path),
+        capsys, "--json", "--checks", "aborting,dying-in-its-dump,double-discovery", "--extra-checks",
+        f"{HERE}:ABORTING", "--extra-checks", f"{HERE}:DYING_IN_ITS_DUMP", "--out", str(tmp_path),
     )
     report = json.loads(out)
     assert code == 1, report
@@ -191,6 +211,10 @@ def test_a_child_that_dies_still_yields_its_record(tmp_path: Path, capsys) -> No
     assert (dead["status"], dead["error_kind"], dead["signal"]) == ("error", KIND_SIGNAL, 6)
     assert "SIGABRT" in dead["error"] and "aborting x double-discovery" in dead["details"]
     assert Path(dead["log"]).is_file()
+    # a signal inside the child's own timed dump is the hang the dump was for
+    in_dump = pairs["dying-in-its-dump"]
+    assert (in_dump["status"], in_dump["error_kind"], in_dump["signal"]) == ("error", KIND_TIMEOUT, None)
+    assert "SIGSEGV" in in_dump["error"] and "inside that dump" in in_dump["error"]
     assert pairs["double-discovery"]["status"] == "caught"  # the other pair is unaffected
     cases = records(tmp_path)
     crash = cases["teeth/aborting::double-discovery"].final

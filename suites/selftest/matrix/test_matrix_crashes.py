@@ -56,6 +56,16 @@ SUITE = {
             faulthandler.cancel_dump_traceback_later()  # the in-process timer cannot help here
             time.sleep(120)
 
+        def test_dies_inside_its_timed_dump(request):
+            # what the per-test timer's dump leaves when it crashes the process (CPython issues
+            # 131580, 116008): its header and a first thread, then death by a signal, unreported
+            import faulthandler
+            faulthandler.cancel_dump_traceback_later()
+            with open(request.config.getoption("xharness_stack"), "a") as stack:
+                stack.write("Timeout (0:00:03)!\\nThread 0x00007f0000000001 (most recent call first):\\n")
+            faulthandler.disable()
+            os.kill(os.getpid(), signal.SIGSEGV)
+
         def test_memory():
             bytearray(1 << 62)
 
@@ -85,7 +95,8 @@ def test_each_crash_kind_is_recorded_and_the_rest_of_the_cell_runs(tmp_path: Pat
     ids = {n.rsplit("::", 1)[1]: r for n, r in records.items()}
     assert sorted(ids) == sorted(
         ["test_before", "test_segv", "test_between_1", "test_abort", "test_between_2", "test_hang",
-         "test_exit", "test_hang_past_the_timer", "test_memory", "test_fails", "test_after"]
+         "test_exit", "test_hang_past_the_timer", "test_dies_inside_its_timed_dump", "test_memory", "test_fails",
+         "test_after"]
     )
     for name in ("test_before", "test_between_1", "test_between_2", "test_after"):
         assert ids[name].final.outcome == PASSED, (name, ids[name].final.message)
@@ -97,6 +108,8 @@ def test_each_crash_kind_is_recorded_and_the_rest_of_the_cell_runs(tmp_path: Pat
         "test_exit": (ERROR, KIND_EXIT, None, 3, ""),
         # the supervisor's watchdog: stacks on request (SIGUSR1), then SIGTERM
         "test_hang_past_the_timer": (ERROR, KIND_TIMEOUT, None, None, "test_hang_past_the_timer"),
+        # a signal inside the timer's own dump is the hang the dump was for, not a crash
+        "test_dies_inside_its_timed_dump": (ERROR, KIND_TIMEOUT, None, None, "Timeout (0:00:03)"),
         "test_memory": (ERROR, KIND_MEMORY, None, None, "MemoryError"),
         "test_fails": (FAILED, "", None, None, "assert"),
     }
@@ -122,8 +135,10 @@ def test_each_crash_kind_is_recorded_and_the_rest_of_the_cell_runs(tmp_path: Pat
     assert "output of a passing test" in ids["test_before"].final.stdout
     watchdog = ids["test_hang_past_the_timer"].final
     assert 5 < watchdog.duration < 30  # limit 3 s, plus at most as much grace again
-    # one launch for the start, one restart per process death (segv, abort, hang, exit, hang)
-    assert "6 launch(es)" in result.stdout
+    dump = ids["test_dies_inside_its_timed_dump"].final
+    assert "inside the dump of its thread stacks" in dump.message and "SIGSEGV" in dump.message
+    # one launch for the start, one restart per process death (segv, abort, hang, exit, hang, dump)
+    assert "7 launch(es)" in result.stdout
     assert (result.out / "junit.xml").exists() and (result.out / "index.html").exists()
 
 
