@@ -1,8 +1,8 @@
 """The reading of faulthandler's timed stack dumps, for every process that asks for one.
 
 A process the harness may have to kill (a matrix cell's pytest under a per-test limit, a scenario
-or teeth child, a PyTorch/XLA trigger) has faulthandler dump every thread's stack shortly before
-its limit (``dump_traceback_later``), so that a hang shows where it hung. That dump walks the
+or teeth child, a PyTorch/XLA trigger) has faulthandler dump every thread's stack at its limit or
+shortly before it (``dump_traceback_later``), so that a hang shows where it hung. That dump walks the
 frames of threads that keep running, and it can crash the process itself (CPython issues 131580
 and 116008): on a loaded machine a process still importing when its limit comes dies by SIGSEGV
 inside the dump. Read by its signal alone, that hang becomes a crash, and where a scenario's
