@@ -40,3 +40,10 @@ def died_in_timed_dump(text: str) -> bool:
     is the run's."""
     dump = _TIMED_DUMP.search(text)
     return dump is not None and _CRASH_REPORT not in text[dump.end():]
+
+
+def hung_in_dump(delay: float, death: str) -> str:
+    """How a parent says such a death: when the dump came (``delay`` seconds in) and ``death``,
+    the process named with its signal (``the process died on SIGSEGV``)."""
+    return (f"no result {delay:g} s in, when its thread stacks were dumped; {death} inside that dump, "
+            "as CPython's dump of running threads can")

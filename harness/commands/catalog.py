@@ -377,9 +377,8 @@ def _child_outcome(proc: subprocess.CompletedProcess[str], args: argparse.Namesp
         # scenario's crash; the run is the hang the dump was for (a busy machine's slow start too)
         name = signal.Signals(-proc.returncode).name
         out = _result(scenario.id, args, runner.FAILED, f"hung: no result within {args.timeout:g} s", start, replay)
-        out["error"] = (f"no result {stack_dumps.stack_dump_delay(args.timeout):g} s in, when its thread stacks were dumped; "
-                        f"the process died on {name} inside that dump, as CPython's stack dump of running threads "
-                        "can (a longer --timeout lets it finish or hang for good)")
+        out["error"] = (stack_dumps.hung_in_dump(stack_dumps.stack_dump_delay(args.timeout), f"the process died on {name}")
+                        + " (a longer --timeout lets it finish or hang for good)")
     elif proc.returncode < 0:
         signum = -proc.returncode
         sig = scenario.signature_for_signal(signum)

@@ -873,9 +873,8 @@ def run_variant(rep: Reproducer, python: str | None = None, timeout: float = DEF
     if returncode < 0 and stack_dumps.died_in_timed_dump(stderr):
         # no result when its stacks were dumped, and the dump itself killed it: the signal is the
         # dump's, not the trigger's, so it is neither the bug's crash nor a reproduction
-        base.error = (f"hung: no result {stack_dumps.stack_dump_delay(timeout):g} s in, when its thread stacks were "
-                      f"dumped; the process died on {signal.Signals(-returncode).name} inside that dump, as "
-                      "CPython's dump of running threads can")
+        died = f"the process died on {signal.Signals(-returncode).name}"
+        base.error = "hung: " + stack_dumps.hung_in_dump(stack_dumps.stack_dump_delay(timeout), died)
         base.details = _tail(stderr, 200)
         base.release = _release_from(stderr)
         return base

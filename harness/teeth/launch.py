@@ -136,9 +136,8 @@ def run_child(pair: Pair, settings: LaunchSettings, stop: threading.Event) -> Pa
     if code is not None and code < 0 and not timed_out and stack_dumps.died_in_timed_dump(output):
         return PairResult.of(  # the signal is the dump's (harness.stack_dumps): the check hung
             pair, ERROR, seconds=wall, error_kind=KIND_TIMEOUT, details=_tail(output, 400),
-            error=f"no result {stack_dumps.stack_dump_delay(settings.timeout):g} s in, when its thread stacks "
-            f"were dumped; the check's process {describe_exit(code)} inside that dump, as CPython's dump of "
-            "running threads can",
+            error=stack_dumps.hung_in_dump(stack_dumps.stack_dump_delay(settings.timeout),
+                                           f"the check's process {describe_exit(code)}"),
             log=str(log),
         )
     if timed_out:
